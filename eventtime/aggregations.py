@@ -1,0 +1,181 @@
+"""Aggregations over the records of a window, as create / add / merge / result functions.
+
+Shaped like Flink's ``AggregateFunction``. Accumulators are plain Python values (numbers,
+tuples, ``None``) so that engines can store them. Nulls — and NaN, which pandas cannot tell
+from null — are ignored by every built-in aggregation except :func:`count`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+__all__ = ["Aggregation", "count", "sum", "min", "max", "mean", "first", "last", "aggregate"]
+
+BUILTIN_KINDS = ("count", "sum", "min", "max", "mean", "first", "last")
+
+
+def _is_null(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _check_name(value: object, parameter: str) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{parameter} must be a string, got {type(value).__name__} {value!r}")
+    if not value:
+        raise ValueError(f"{parameter} must not be empty")
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """One aggregation: output column ``name`` computed from input ``column``.
+
+    ``kind`` is one of ``count``, ``sum``, ``min``, ``max``, ``mean``, ``first``, ``last``
+    or ``udaf``. Use the factories (:func:`count`, :func:`sum`, …, :func:`aggregate`).
+
+    >>> agg = sum("amount")
+    >>> acc = agg.add(agg.add(agg.create(), 2, 1000), 3, 2000)
+    >>> agg.result(acc)
+    5
+    """
+
+    kind: str
+    name: str
+    column: Optional[str] = None
+    _create: Optional[Callable[[], Any]] = field(default=None, repr=False, compare=False)
+    _add: Optional[Callable[[Any, Any], Any]] = field(default=None, repr=False, compare=False)
+    _merge: Optional[Callable[[Any, Any], Any]] = field(default=None, repr=False, compare=False)
+    _result: Optional[Callable[[Any], Any]] = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _check_name(self.kind, "kind")
+        if self.kind not in BUILTIN_KINDS + ("udaf",):
+            raise ValueError(f"kind must be one of {BUILTIN_KINDS + ('udaf',)}, got {self.kind!r}")
+        _check_name(self.name, "name")
+        if self.kind != "count":
+            _check_name(self.column, "column")
+        if self.kind == "udaf":
+            for part in ("_create", "_add", "_merge", "_result"):
+                if not callable(getattr(self, part)):
+                    raise TypeError(f"{part[1:]} must be callable, got {getattr(self, part)!r}")
+
+    def create(self) -> Any:
+        if self.kind == "count":
+            return 0
+        if self.kind == "mean":
+            return (0, 0)
+        if self.kind == "udaf":
+            return self._create()
+        return None
+
+    def add(self, acc: Any, value: Any, ts_ms: int) -> Any:
+        """Add one record's ``value`` (of ``column``) with event time ``ts_ms``."""
+        kind = self.kind
+        if kind == "count":
+            return acc + 1
+        if kind == "udaf":
+            return self._add(acc, value)
+        if _is_null(value):
+            return acc
+        return self.merge(acc, self._single(value, ts_ms))
+
+    def _single(self, value: Any, ts_ms: int) -> Any:
+        if self.kind == "mean":
+            return (value, 1)
+        if self.kind in ("first", "last"):
+            return (ts_ms, value)
+        return value
+
+    def merge(self, a: Any, b: Any) -> Any:
+        kind = self.kind
+        if kind == "count":
+            return a + b
+        if kind == "udaf":
+            return self._merge(a, b)
+        if kind == "mean":
+            return (a[0] + b[0], a[1] + b[1])
+        if a is None:
+            return b
+        if b is None:
+            return a
+        if kind == "sum":
+            return a + b
+        if kind in ("min", "first"):
+            return builtins.min(a, b)
+        return builtins.max(a, b)  # max, last
+
+    def result(self, acc: Any) -> Any:
+        kind = self.kind
+        if kind == "udaf":
+            return self._result(acc)
+        if kind == "mean":
+            return acc[0] / acc[1] if acc[1] else None
+        if kind in ("first", "last"):
+            return None if acc is None else acc[1]
+        return acc
+
+
+def count(name: str = "count") -> Aggregation:
+    """Number of records in the window.
+
+    >>> count().name
+    'count'
+    """
+    return Aggregation("count", name)
+
+
+def sum(column: str, name: Optional[str] = None) -> Aggregation:  # noqa: A001 - public API mirrors SQL
+    """Sum of ``column`` (nulls ignored; ``None`` when there is no value).
+
+    >>> sum("amount").name
+    'sum_amount'
+    """
+    return Aggregation("sum", name or f"sum_{column}", column)
+
+
+def min(column: str, name: Optional[str] = None) -> Aggregation:  # noqa: A001
+    """Smallest value of ``column``."""
+    return Aggregation("min", name or f"min_{column}", column)
+
+
+def max(column: str, name: Optional[str] = None) -> Aggregation:  # noqa: A001
+    """Largest value of ``column``."""
+    return Aggregation("max", name or f"max_{column}", column)
+
+
+def mean(column: str, name: Optional[str] = None) -> Aggregation:
+    """Arithmetic mean of ``column``."""
+    return Aggregation("mean", name or f"mean_{column}", column)
+
+
+def first(column: str, name: Optional[str] = None) -> Aggregation:
+    """Value of ``column`` at the earliest event time (ties: the smallest value)."""
+    return Aggregation("first", name or f"first_{column}", column)
+
+
+def last(column: str, name: Optional[str] = None) -> Aggregation:
+    """Value of ``column`` at the latest event time (ties: the largest value)."""
+    return Aggregation("last", name or f"last_{column}", column)
+
+
+def aggregate(
+    name: str,
+    column: str,
+    create: Callable[[], Any],
+    add: Callable[[Any, Any], Any],
+    merge: Callable[[Any, Any], Any],
+    result: Callable[[Any], Any],
+) -> Aggregation:
+    """A user-defined aggregation, like Flink's ``AggregateFunction``.
+
+    ``add`` receives every value of ``column``, nulls included. Accumulators must be
+    picklable so that engines can keep them in state; ``merge`` must be associative.
+
+    >>> distinct = aggregate("distinct_users", "user", create=frozenset,
+    ...                      add=lambda acc, v: acc | {v}, merge=lambda a, b: a | b, result=len)
+    >>> distinct.result(distinct.add(distinct.add(distinct.create(), "a", 0), "a", 1))
+    1
+    """
+    return Aggregation("udaf", name, column, create, add, merge, result)

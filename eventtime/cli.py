@@ -1,0 +1,54 @@
+"""The ``eventtime`` command: ``replay``, ``demo`` and ``late``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Optional, Sequence
+
+from .scenario import ScenarioError, load_scenario, run_reference
+
+
+def _replay(args: argparse.Namespace) -> int:
+    try:
+        scenario = load_scenario(args.scenario)
+    except FileNotFoundError:
+        print(f"eventtime replay: scenario file not found: {args.scenario}", file=sys.stderr)
+        return 2
+    except ScenarioError as exc:
+        print(f"eventtime replay: {exc}", file=sys.stderr)
+        return 2
+    if args.engine == "reference":
+        output = run_reference(scenario)
+    else:
+        from .spark.replay import run_scenario
+
+        output = run_scenario(scenario)
+    json.dump(output, sys.stdout, indent=2 if args.pretty else None)
+    sys.stdout.write("\n")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="eventtime",
+        description="Event-time windowing with allowed lateness and a late-data side output for PySpark.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    replay = sub.add_parser("replay", help="run a scenario file through an engine and print the panes as JSON")
+    replay.add_argument("scenario", help="scenario JSON file (see README, 'replay')")
+    replay.add_argument("--engine", choices=("reference", "spark"), default="reference", help="default: reference")
+    replay.add_argument("--pretty", action="store_true", help="indent the JSON output")
+    replay.set_defaults(func=_replay)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

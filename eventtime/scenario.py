@@ -1,0 +1,198 @@
+"""Scenario files: the input and output contract of ``eventtime replay``.
+
+A scenario describes one windowed aggregation (count and sum of ``value`` per ``key``) and
+a sequence of micro-batches; the output has one entry per batch. See README, "replay".
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from . import aggregations as agg
+from .config import EngineConfig
+from .reference import BatchResult, Record, ReferenceEngine
+from .window import Sliding, Tumbling, WindowAssigner
+
+__all__ = ["Scenario", "load_scenario", "parse_scenario", "render_batch", "run_reference", "normalise_output"]
+
+_TOP_FIELDS = {
+    "window",
+    "max_out_of_orderness_ms",
+    "allowed_lateness_ms",
+    "accumulation",
+    "emit",
+    "min_valid_ms",
+    "max_future_ms",
+    "now_ms",
+    "batches",
+}
+_RECORD_FIELDS = {"key", "ts", "value", "heartbeat", "partition"}
+_WINDOW_FIELDS = {"tumbling": {"type", "size_ms", "offset_ms"}, "sliding": {"type", "size_ms", "slide_ms", "offset_ms"}}
+SCENARIO_AGGREGATIONS = (agg.count("count"), agg.sum("value", name="sum"))
+
+
+class ScenarioError(ValueError):
+    """A scenario file that does not follow the contract; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    config: EngineConfig
+    batches: tuple[tuple[Record, ...], ...]
+    now_ms: int
+
+
+def _check_fields(obj: Any, allowed: set, where: str) -> None:
+    if not isinstance(obj, dict):
+        raise ScenarioError(f"{where} must be a JSON object, got {type(obj).__name__}")
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        raise ScenarioError(f"{where} has unknown field(s) {unknown}; allowed: {sorted(allowed)}")
+
+
+def _window(spec: Any) -> WindowAssigner:
+    if not isinstance(spec, dict) or spec.get("type") not in _WINDOW_FIELDS:
+        raise ScenarioError(f"window.type must be 'tumbling' or 'sliding', got {spec!r}")
+    _check_fields(spec, _WINDOW_FIELDS[spec["type"]], "window")
+    if "size_ms" not in spec:
+        raise ScenarioError("window.size_ms is required")
+    try:
+        if spec["type"] == "tumbling":
+            return Tumbling(spec["size_ms"], offset=spec.get("offset_ms", 0))
+        if "slide_ms" not in spec:
+            raise ScenarioError("window.slide_ms is required for a sliding window")
+        return Sliding(spec["size_ms"], spec["slide_ms"], offset=spec.get("offset_ms", 0))
+    except (TypeError, ValueError) as exc:
+        raise ScenarioError(f"window: {exc}") from None
+
+
+def parse_scenario(data: Any) -> Scenario:
+    """Validate a scenario (parsed JSON) and build its config and records."""
+    _check_fields(data, _TOP_FIELDS, "scenario")
+    for required in ("window", "batches"):
+        if required not in data:
+            raise ScenarioError(f"scenario.{required} is required")
+    options = {
+        name: data[name]
+        for name in ("max_out_of_orderness_ms", "allowed_lateness_ms", "accumulation", "emit", "min_valid_ms", "max_future_ms")
+        if name in data
+    }
+    for name, value in options.items():
+        if name.endswith("_ms") and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ScenarioError(f"scenario.{name} must be an integer number of milliseconds, got {value!r}")
+    try:
+        config = EngineConfig(_window(data["window"]), SCENARIO_AGGREGATIONS, **options)
+    except (TypeError, ValueError) as exc:
+        raise ScenarioError(f"scenario: {exc}") from None
+    now_ms = data.get("now_ms")
+    if now_ms is None:
+        now_ms = int(time.time() * 1000)
+    elif isinstance(now_ms, bool) or not isinstance(now_ms, int):
+        raise ScenarioError(f"scenario.now_ms must be an integer epoch millisecond, got {now_ms!r}")
+    if not isinstance(data["batches"], list):
+        raise ScenarioError("scenario.batches must be a list of batches (lists of records)")
+    batches = []
+    for b, batch in enumerate(data["batches"]):
+        if not isinstance(batch, list):
+            raise ScenarioError(f"scenario.batches[{b}] must be a list of records")
+        records = []
+        for r, rec in enumerate(batch):
+            where = f"scenario.batches[{b}][{r}]"
+            _check_fields(rec, _RECORD_FIELDS, where)
+            if "ts" not in rec:
+                raise ScenarioError(f"{where}.ts is required (it may be null)")
+            heartbeat = rec.get("heartbeat", False)
+            if not isinstance(heartbeat, bool):
+                raise ScenarioError(f"{where}.heartbeat must be true or false, got {heartbeat!r}")
+            records.append(
+                Record(rec.get("key"), rec["ts"], {"value": rec.get("value")}, heartbeat, rec.get("partition"))
+            )
+        batches.append(tuple(records))
+    return Scenario(config, tuple(batches), now_ms)
+
+
+def load_scenario(path: str) -> Scenario:
+    """Read and validate a scenario file."""
+    with open(path, encoding="utf-8") as handle:
+        try:
+            data = json.load(handle)
+        except json.JSONDecodeError as exc:
+            raise ScenarioError(f"{path} is not valid JSON: {exc}") from None
+    return parse_scenario(data)
+
+
+def render_batch(result: BatchResult) -> dict:
+    """One batch's result in the replay output format."""
+    return {
+        "watermark_ms": result.watermark_ms,
+        "panes": [
+            {
+                "key": p.key,
+                "window_start": p.window.start_ms,
+                "window_end": p.window.end_ms,
+                "timing": p.timing,
+                "index": p.index,
+                "is_final": p.is_final,
+                "count": p.values["count"],
+                "sum": p.values["sum"],
+            }
+            for p in result.panes
+        ],
+        "late": [
+            {
+                "key": r.record.key,
+                "ts": r.ts_ms,
+                "value": r.record.fields.get("value"),
+                "reason": r.reason,
+                "watermark_ms": r.watermark_ms,
+            }
+            for r in result.late
+        ],
+        "invalid": [
+            {"key": r.record.key, "ts": r.record.ts, "value": r.record.fields.get("value"), "reason": r.reason}
+            for r in result.invalid
+        ],
+    }
+
+
+def run_reference(scenario: Scenario) -> dict:
+    """Replay a scenario through the reference model."""
+    engine = ReferenceEngine(scenario.config)
+    return {"batches": [render_batch(engine.process_batch(batch, scenario.now_ms)) for batch in scenario.batches]}
+
+
+def _sort_key(item: dict) -> str:
+    return json.dumps(item, sort_keys=True, default=str)
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def normalise_output(output: dict) -> dict:
+    """Order-insensitive, int/float-insensitive form of a replay output, for comparison."""
+    batches = []
+    for batch in output["batches"]:
+        norm = {"watermark_ms": batch["watermark_ms"]}
+        for part in ("panes", "late", "invalid"):
+            rows = [{k: _number(v) for k, v in row.items()} for row in batch[part]]
+            norm[part] = sorted(rows, key=_sort_key)
+        batches.append(norm)
+    return {"batches": batches}
+
+
+def diff_outputs(expected: dict, actual: dict) -> Optional[str]:
+    """A readable description of the first difference, or ``None`` when equal."""
+    exp, act = normalise_output(expected), normalise_output(actual)
+    if len(exp["batches"]) != len(act["batches"]):
+        return f"expected {len(exp['batches'])} batches, got {len(act['batches'])}"
+    for i, (e, a) in enumerate(zip(exp["batches"], act["batches"])):
+        for part in ("watermark_ms", "panes", "late", "invalid"):
+            if e[part] != a[part]:
+                return f"batch {i} {part}:\n  expected {json.dumps(e[part], sort_keys=True)}\n  actual   {json.dumps(a[part], sort_keys=True)}"
+    return None

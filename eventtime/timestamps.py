@@ -1,0 +1,143 @@
+"""Timestamp extraction and the quarantine of bogus timestamps.
+
+A raw event-time value becomes epoch milliseconds or an invalid reason; it is never raised
+and never silently dropped. Pure Python; the Spark engine implements the same rules.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import date, datetime, timezone
+from typing import Optional
+
+from ._duration import to_instant_ms
+
+__all__ = [
+    "NULL_TIMESTAMP",
+    "UNPARSEABLE_TIMESTAMP",
+    "BEFORE_MIN_VALID",
+    "TOO_FAR_IN_FUTURE",
+    "TOO_LATE",
+    "INVALID_REASONS",
+    "UNITS",
+    "DEFAULT_MIN_VALID_MS",
+    "DEFAULT_MAX_FUTURE_MS",
+    "parse_timestamp",
+    "classify",
+    "extract",
+]
+
+NULL_TIMESTAMP = "null_timestamp"
+UNPARSEABLE_TIMESTAMP = "unparseable_timestamp"
+BEFORE_MIN_VALID = "before_min_valid"
+TOO_FAR_IN_FUTURE = "too_far_in_future"
+TOO_LATE = "too_late"
+INVALID_REASONS = (NULL_TIMESTAMP, UNPARSEABLE_TIMESTAMP, BEFORE_MIN_VALID, TOO_FAR_IN_FUTURE)
+
+DEFAULT_MIN_VALID_MS = to_instant_ms("2000-01-01T00:00:00Z", "min_valid")
+DEFAULT_MAX_FUTURE_MS = 86_400_000
+
+# How many of the unit make one millisecond, as (multiply, divide).
+UNITS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
+_NUMBER = re.compile(r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _number_to_ms(value: float | int, unit: str) -> Optional[int]:
+    mul, div = UNITS[unit]
+    if isinstance(value, int):
+        return value * mul // div
+    if not math.isfinite(value):
+        return None
+    return math.floor(value * mul / div)
+
+
+def _datetime_to_ms(value: datetime) -> int:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def parse_timestamp(value: object, unit: Optional[str] = None, fmt: Optional[str] = None) -> tuple[Optional[int], Optional[str]]:
+    """Parse a raw event time to ``(epoch_ms, None)`` or ``(None, reason)``.
+
+    Numbers are in ``unit`` (``s``, ``ms`` — the default —, ``us``, ``ns``) and floored to
+    the millisecond. Strings are ISO-8601 (with or without offset; without one they are UTC)
+    or follow ``fmt`` (a :func:`datetime.strptime` format); with an explicit ``unit`` a
+    numeric string is a number. ``datetime`` values are used as they are (naive means UTC).
+
+    >>> parse_timestamp("2024-01-01T08:00:00+08:00")
+    (1704067200000, None)
+    >>> parse_timestamp(1704067200, unit="s")
+    (1704067200000, None)
+    >>> parse_timestamp("yesterday")
+    (None, 'unparseable_timestamp')
+    """
+    if unit is not None and unit not in UNITS:
+        raise ValueError(f"unit must be one of {sorted(UNITS)}, got {unit!r}")
+    if value is None:
+        return None, NULL_TIMESTAMP
+    if isinstance(value, float) and math.isnan(value):
+        return None, NULL_TIMESTAMP
+    if isinstance(value, bool):
+        return None, UNPARSEABLE_TIMESTAMP
+    if isinstance(value, (int, float)):
+        ms = _number_to_ms(value, unit or "ms")
+        return (ms, None) if ms is not None else (None, UNPARSEABLE_TIMESTAMP)
+    if isinstance(value, datetime):
+        return _datetime_to_ms(value), None
+    if isinstance(value, date):
+        return to_instant_ms(value, "ts"), None
+    if isinstance(value, str):
+        text = value.strip()
+        if text == "":
+            return None, NULL_TIMESTAMP
+        try:
+            if fmt is not None:
+                return _datetime_to_ms(datetime.strptime(text, fmt)), None
+            if unit is not None and _NUMBER.match(text):
+                number = float(text) if any(c in text for c in ".eE") else int(text)
+                ms = _number_to_ms(number, unit)
+                return (ms, None) if ms is not None else (None, UNPARSEABLE_TIMESTAMP)
+            if len(text) < 10:  # not even a full date; fromisoformat would take "2024" and such
+                return None, UNPARSEABLE_TIMESTAMP
+            return _datetime_to_ms(datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))), None
+        except (ValueError, OverflowError):
+            return None, UNPARSEABLE_TIMESTAMP
+    return None, UNPARSEABLE_TIMESTAMP
+
+
+def classify(ts_ms: int, now_ms: int, min_valid_ms: int, max_future_ms: int) -> Optional[str]:
+    """The invalid reason for a parsed timestamp, or ``None`` when it is valid.
+
+    Valid means ``min_valid_ms <= ts_ms <= now_ms + max_future_ms`` (both ends included).
+
+    >>> classify(0, now_ms=1_700_000_000_000, min_valid_ms=946684800000, max_future_ms=3_600_000)
+    'before_min_valid'
+    """
+    if ts_ms < min_valid_ms:
+        return BEFORE_MIN_VALID
+    if ts_ms > now_ms + max_future_ms:
+        return TOO_FAR_IN_FUTURE
+    return None
+
+
+def extract(
+    value: object,
+    now_ms: int,
+    min_valid_ms: int = DEFAULT_MIN_VALID_MS,
+    max_future_ms: int = DEFAULT_MAX_FUTURE_MS,
+    unit: Optional[str] = None,
+    fmt: Optional[str] = None,
+) -> tuple[Optional[int], Optional[str]]:
+    """Parse and classify: ``(epoch_ms, None)`` for a valid event time, else ``(epoch_ms or None, reason)``.
+
+    >>> extract(0, now_ms=1_700_000_000_000)
+    (0, 'before_min_valid')
+    """
+    ts_ms, reason = parse_timestamp(value, unit=unit, fmt=fmt)
+    if reason is not None:
+        return None, reason
+    return ts_ms, classify(ts_ms, now_ms, min_valid_ms, max_future_ms)

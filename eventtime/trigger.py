@@ -1,0 +1,74 @@
+"""Watermark and firing rules, each written once (see docs/semantics.md).
+
+Pure Python; shared by the reference model and the Spark engine.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .window import Window
+
+__all__ = [
+    "ON_TIME",
+    "LATE",
+    "FINAL",
+    "ACCUMULATING",
+    "DISCARDING",
+    "ACCUMULATION_MODES",
+    "ON_TIME_AND_LATE",
+    "FINAL_ONLY",
+    "EMIT_MODES",
+    "next_watermark",
+    "is_due",
+    "is_expired",
+]
+
+ON_TIME = "ON_TIME"
+LATE = "LATE"
+FINAL = "FINAL"
+
+ACCUMULATING = "accumulating"
+DISCARDING = "discarding"
+ACCUMULATION_MODES = (ACCUMULATING, DISCARDING)
+
+ON_TIME_AND_LATE = "on_time_and_late"
+FINAL_ONLY = "final_only"
+EMIT_MODES = (ON_TIME_AND_LATE, FINAL_ONLY)
+
+
+def next_watermark(current_ms: Optional[int], max_event_time_ms: Optional[int], max_out_of_orderness_ms: int) -> Optional[int]:
+    """``W' = max(W, 0, max event time seen - B)``; ``None`` means no timestamp seen yet.
+
+    The floor at 0 is Spark's initial watermark; with every valid event time >= 1 it never
+    decides a window (docs/semantics.md, "Initial watermark").
+
+    >>> next_watermark(5000, 7000, 3000)
+    5000
+    >>> next_watermark(None, 7000, 3000)
+    4000
+    >>> next_watermark(None, 1000, 3000)
+    0
+    """
+    if max_event_time_ms is None:
+        return current_ms
+    candidate = max(0, max_event_time_ms - max_out_of_orderness_ms)
+    return candidate if current_ms is None else max(current_ms, candidate)
+
+
+def is_due(window: Window, watermark_ms: Optional[int]) -> bool:
+    """A window's ON_TIME pane is due once ``end - 1 <= W``.
+
+    >>> is_due(Window(0, 3000), 2999), is_due(Window(0, 3000), 2998)
+    (True, False)
+    """
+    return watermark_ms is not None and window.max_timestamp_ms <= watermark_ms
+
+
+def is_expired(window: Window, watermark_ms: Optional[int], allowed_lateness_ms: int) -> bool:
+    """A window is expired (state purged, new records late) once ``end - 1 + L <= W``.
+
+    >>> is_expired(Window(0, 3000), 3999, 1000), is_expired(Window(0, 3000), 3998, 1000)
+    (True, False)
+    """
+    return watermark_ms is not None and window.max_timestamp_ms + allowed_lateness_ms <= watermark_ms

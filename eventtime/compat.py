@@ -1,0 +1,76 @@
+"""Restart compatibility: refuse to resume a checkpoint whose state means something else.
+
+The state kept in a checkpoint is laid out by the window grid, the key columns, the
+aggregations, the lateness, the accumulation and the emit mode. Resuming with any of those
+changed would silently produce wrong panes, so the engine stores a fingerprint beside the
+checkpoint and compares it at start. Changing the out-of-orderness, the validity bounds, the
+alert thresholds or the Sentry DSN is allowed: they only affect records not yet seen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional, Sequence
+
+from .config import EngineConfig
+
+__all__ = ["IncompatibleRestartError", "state_fingerprint", "changed_fields", "check_and_store"]
+
+FINGERPRINT_FILE = "eventtime-state.json"
+
+
+class IncompatibleRestartError(RuntimeError):
+    """The checkpoint was written with a configuration whose state cannot be reused."""
+
+
+def state_fingerprint(config: EngineConfig, keys: Sequence[str]) -> dict:
+    """The parts of a configuration that decide the meaning of the kept state.
+
+    >>> from eventtime import Tumbling
+    >>> state_fingerprint(EngineConfig(Tumbling(60_000)), ["user"])["window"]
+    {'type': 'tumbling', 'size_ms': 60000, 'offset_ms': 0}
+    """
+    return {
+        "window": config.window.to_dict(),
+        "keys": list(keys),
+        "aggregations": [[a.kind, a.name, a.column] for a in config.aggregations],
+        "allowed_lateness_ms": config.allowed_lateness_ms,
+        "accumulation": config.accumulation,
+        "emit": config.emit,
+    }
+
+
+def changed_fields(old: dict, new: dict) -> list[str]:
+    """Human-readable ``field: old -> new`` lines for every difference."""
+    return [
+        f"{name}: {old.get(name)!r} -> {new.get(name)!r}"
+        for name in sorted(set(old) | set(new))
+        if old.get(name) != new.get(name)
+    ]
+
+
+def check_and_store(checkpoint_dir: str, fingerprint: dict) -> Optional[dict]:
+    """Compare with the fingerprint stored in ``checkpoint_dir``; store it when absent.
+
+    Returns the stored fingerprint (``None`` on a fresh checkpoint). Raises
+    :class:`IncompatibleRestartError` naming every changed field.
+    """
+    path = os.path.join(checkpoint_dir, FINGERPRINT_FILE)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
+            stored = json.load(handle)
+        changes = changed_fields(stored, fingerprint)
+        if changes:
+            raise IncompatibleRestartError(
+                f"checkpoint {checkpoint_dir} was written with a different configuration; "
+                f"its state cannot be reused. Changed: {'; '.join(changes)}. "
+                "Restore the old configuration, or start from a new checkpoint (and new tables) explicitly."
+            )
+        return stored
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(fingerprint, handle, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+    return None

@@ -1,0 +1,358 @@
+"""DeltaLateSink / DeltaResultsSink: creation, schema merge, exactly-once, retries, compaction."""
+
+from __future__ import annotations
+
+import datetime as dt
+import glob
+import importlib.util
+import json
+import os
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+import deltalake
+from eventtime.sinks import DeltaLateSink, DeltaResultsSink, DeltaSinkError, compact, latest_panes
+from eventtime.sinks.delta import snapshot_dataset, spark_has_delta
+
+UTC = dt.timezone.utc
+T0 = dt.datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
+DETECTED = dt.datetime(2024, 3, 1, 12, 30, tzinfo=UTC)
+
+
+def records(n: int, start: int = 0, *, extra: dict | None = None) -> pa.Table:
+    """n late/invalid records shaped like the router's record table."""
+    users = [f"u{(start + i) % 3}" for i in range(n)]
+    kinds = ["invalid" if (start + i) % 4 == 3 else "late" for i in range(n)]
+    cols = {
+        "kind": kinds,
+        "reason": ["null_timestamp" if k == "invalid" else "too_late" for k in kinds],
+        "key": [json.dumps({"user": u}, separators=(",", ":")) for u in users],
+        "user": users,
+        "event_time": pa.array(
+            [None if k == "invalid" else T0 - dt.timedelta(minutes=start + i) for i, k in enumerate(kinds)],
+            pa.timestamp("ms", tz="UTC"),
+        ),
+        "raw_timestamp": [None if k == "invalid" else str(start + i) for i, k in enumerate(kinds)],
+        "watermark": pa.array([T0] * n, pa.timestamp("us", tz="UTC")),
+        "lateness_ms": pa.array([None if k == "invalid" else 60_000 * (start + i) for i, k in enumerate(kinds)], pa.int64()),
+        "window_start": pa.array([None] * n, pa.timestamp("us", tz="UTC")),
+        "window_end": pa.array([None] * n, pa.timestamp("us", tz="UTC")),
+        "partition": [str((start + i) % 2) for i in range(n)],
+        "offset": pa.array([start + i for i in range(n)], pa.int64()),
+        "payload": [json.dumps({"user": u, "i": start + i}) for i, u in enumerate(users)],
+    }
+    cols.update(extra or {})
+    return pa.table(cols)
+
+
+def rows(path: str) -> pa.Table:
+    # not DeltaTable.to_pyarrow_table(): it makes the process abort at exit (delta-rs#2184)
+    return snapshot_dataset(DeltaTable(path)).to_table()
+
+
+def make_sink(path: str, **kw) -> DeltaLateSink:
+    kw.setdefault("now", lambda: DETECTED)
+    kw.setdefault("sleep", lambda s: None)
+    return DeltaLateSink(path, pipeline="clicks", **kw)
+
+
+def test_created_on_first_write_with_contract_columns(tmp_path):
+    path = str(tmp_path / "late")
+    assert not os.path.exists(path)
+    res = make_sink(path)(records(5), 0, "q1")
+    assert res.written and res.rows == 5 and res.attempts == 1 and res.version == 0
+    t = rows(path)
+    assert t.num_rows == 5
+    for col in ["pipeline", "query_id", "batch_id", "detected_at", "detected_date", "kind", "reason", "key",
+                "event_time", "raw_timestamp", "watermark", "lateness_ms", "window_start", "window_end",
+                "partition", "offset", "payload", "user"]:
+        assert col in t.column_names, col
+    assert t.schema.field("event_time").type == pa.timestamp("us", tz="UTC")
+    assert set(t.column("pipeline").to_pylist()) == {"clicks"}
+    assert set(t.column("query_id").to_pylist()) == {"q1"}
+    assert set(t.column("detected_date").to_pylist()) == {dt.date(2024, 3, 1)}
+    assert DeltaTable(path).metadata().partition_columns == ["detected_date"]
+    assert glob.glob(os.path.join(path, "detected_date=2024-03-01", "*.parquet"))
+    # event times survive the ms -> us conversion
+    assert sorted(v for v in t.column("event_time").to_pylist() if v)[-1] == T0
+
+
+def test_empty_batch_writes_nothing(tmp_path):
+    path = str(tmp_path / "late")
+    sink = make_sink(path)
+    res = sink(records(0), 0, "q1")
+    assert not res.written and res.skipped == "empty"
+    assert not DeltaTable.is_deltatable(path)
+    sink(records(2), 1, "q1")
+    assert sink(records(0), 2, "q1").skipped == "empty"
+    assert DeltaTable(path).version() == 0
+
+
+def test_same_batch_twice_is_written_once(tmp_path):
+    path = str(tmp_path / "late")
+    sink = make_sink(path)
+    assert sink(records(4), 0, "q1").written
+    again = sink(records(4), 0, "q1")
+    assert not again.written and again.skipped == "already_committed"
+    assert sink(records(3, 4), 1, "q1").written
+    assert not sink(records(4), 0, "q1").written  # an older batch re-run is skipped too
+    assert rows(path).num_rows == 7
+    assert DeltaTable(path).transaction_version(sink.app_id("q1")) == 1
+
+
+def test_fresh_query_id_on_old_table_does_not_skip(tmp_path):
+    path = str(tmp_path / "late")
+    old = make_sink(path)
+    for b in range(3):
+        old(records(2, 2 * b), b, "old-query")
+    new = make_sink(path)
+    res = new(records(2, 100), 0, "new-query")  # fresh checkpoint: batch ids restart at 0
+    assert res.written
+    t = rows(path)
+    assert t.num_rows == 8
+    assert t.filter(pa.compute.equal(t.column("query_id"), "new-query")).num_rows == 2
+
+
+def test_rerun_after_kill_between_delta_commit_and_checkpoint(tmp_path):
+    """Batch 5 committed to Delta, then the process died before Spark committed the
+    batch to its checkpoint: on restart Spark re-runs batch 5 through a new sink."""
+    path = str(tmp_path / "late")
+    first_process = make_sink(path)
+    first_process(records(3), 4, "q1")
+    first_process(records(3, 3), 5, "q1")
+    restarted = make_sink(path)  # new process, same checkpoint -> same query id
+    res = restarted(records(3, 3), 5, "q1")
+    assert not res.written and res.skipped == "already_committed"
+    assert restarted(records(3, 6), 6, "q1").written
+    t = rows(path)
+    assert t.num_rows == 9
+    assert sorted(t.column("offset").to_pylist()) == list(range(9))
+
+
+def test_commit_that_raised_afterwards_is_not_duplicated_by_retry(tmp_path, monkeypatch):
+    path = str(tmp_path / "late")
+    real = deltalake.write_deltalake
+    calls = {"n": 0}
+
+    def commit_then_fail(*args, **kwargs):
+        calls["n"] += 1
+        real(*args, **kwargs)
+        if calls["n"] == 1:
+            raise OSError("connection reset after commit")
+
+    monkeypatch.setattr(deltalake, "write_deltalake", commit_then_fail)
+    res = make_sink(path)(records(4), 0, "q1")
+    assert res.skipped == "already_committed" and res.attempts == 2
+    assert rows(path).num_rows == 4
+
+
+def test_schema_additions_merge(tmp_path):
+    path = str(tmp_path / "late")
+    sink = make_sink(path)
+    sink(records(2), 0, "q1")
+    sink(records(2, 2, extra={"region": ["eu", "us"]}), 1, "q1")
+    t = rows(path).sort_by("offset")
+    assert "region" in t.column_names
+    assert t.column("region").to_pylist() == [None, None, "eu", "us"]
+    # a batch without the new column still writes
+    sink(records(1, 4), 2, "q1")
+    assert rows(path).num_rows == 5
+
+
+def test_missing_contract_columns_are_filled_and_types_normalised(tmp_path):
+    path = str(tmp_path / "late")
+    minimal = pa.table({
+        "kind": ["invalid"], "reason": ["unparseable_timestamp"],
+        "raw_timestamp": ["yesterday"], "partition": pa.array([None], pa.null()),
+    })
+    make_sink(path)(minimal, 0, "q1")
+    t = rows(path)
+    assert t.schema.field("partition").type == pa.string()
+    assert t.schema.field("lateness_ms").type == pa.int64()
+    assert t.column("raw_timestamp").to_pylist() == ["yesterday"]
+
+
+def test_retries_with_exponential_backoff_then_success(tmp_path):
+    path = str(tmp_path / "late")
+    sleeps = []
+    failures = {"left": 2}
+
+    def flaky(batch_id, attempt):
+        if failures["left"]:
+            failures["left"] -= 1
+            raise OSError("simulated storage fault")
+
+    sink = make_sink(path, retries=3, backoff_s=0.5, max_backoff_s=10, fault_injector=flaky, sleep=sleeps.append)
+    res = sink(records(3), 0, "q1")
+    assert res.written and res.attempts == 3
+    assert sleeps == [0.5, 1.0]
+    assert rows(path).num_rows == 3
+
+
+def test_retries_exhausted_then_recovery_without_loss_or_duplicate(tmp_path):
+    path = str(tmp_path / "late")
+    broken = {"on": False}
+
+    def fault(batch_id, attempt):
+        if broken["on"]:
+            raise OSError("disk unavailable")
+
+    sleeps = []
+    sink = make_sink(path, retries=2, backoff_s=0.1, fault_injector=fault, sleep=sleeps.append)
+    sink(records(2), 0, "q1")
+    broken["on"] = True
+    with pytest.raises(DeltaSinkError) as info:
+        sink(records(2, 2), 1, "q1")
+    err = info.value
+    msg = str(err)
+    assert path in msg and "batch 1" in msg and "disk unavailable" in msg and "3 attempt" in msg
+    assert err.batch_id == 1 and err.path == path and err.attempts == 3
+    assert sleeps == [0.1, 0.2]
+    assert rows(path).num_rows == 2  # nothing partial
+    broken["on"] = False
+    # Spark re-runs batch 1 after the query restarts
+    assert sink(records(2, 2), 1, "q1").written
+    assert not sink(records(2, 2), 1, "q1").written
+    t = rows(path)
+    assert sorted(t.column("offset").to_pylist()) == [0, 1, 2, 3]
+
+
+def test_path_replaced_by_a_file_fails_clearly_then_recovers(tmp_path):
+    path = str(tmp_path / "late")
+    with open(path, "w") as fh:
+        fh.write("not a table")
+    sink = make_sink(path, retries=1)
+    with pytest.raises(DeltaSinkError, match="batch 0") as info:
+        sink(records(2), 0, "q1")
+    assert path in str(info.value)
+    os.remove(path)
+    assert sink(records(2), 0, "q1").written
+    assert rows(path).num_rows == 2
+
+
+def test_argument_validation():
+    with pytest.raises(TypeError, match="path"):
+        DeltaLateSink(123, pipeline="p")
+    with pytest.raises(ValueError, match="pipeline"):
+        DeltaLateSink("/tmp/x", pipeline=" ")
+    with pytest.raises(ValueError, match="retries"):
+        DeltaLateSink("/tmp/x", pipeline="p", retries=-1)
+    with pytest.raises(TypeError, match="backoff_s"):
+        DeltaLateSink("/tmp/x", pipeline="p", backoff_s="1s")
+    with pytest.raises(ValueError, match="engine"):
+        DeltaLateSink("/tmp/x", pipeline="p", engine="duckdb")
+    sink = DeltaLateSink("/tmp/never-written", pipeline="p")
+    with pytest.raises(ValueError, match="batch_id"):
+        sink(records(1), -1, "q")
+    with pytest.raises(TypeError, match="batch_id"):
+        sink(records(1), "0", "q")
+    with pytest.raises(ValueError, match="query_id"):
+        sink(records(1), 0, "")
+    with pytest.raises(ValueError, match="reason"):
+        sink(pa.table({"kind": ["late"]}), 0, "q")
+    with pytest.raises(ValueError, match="pipeline"):
+        sink(records(1, extra={"pipeline": ["x"]}), 0, "q")
+    assert not os.path.exists("/tmp/never-written")
+
+
+def panes(rows_: list[tuple]) -> pa.Table:
+    """(user, window minute, timing, index, is_final, count) tuples -> pane table."""
+    return pa.table({
+        "user": [r[0] for r in rows_],
+        "window_start": pa.array([T0 + dt.timedelta(minutes=r[1]) for r in rows_], pa.timestamp("us", tz="UTC")),
+        "window_end": pa.array([T0 + dt.timedelta(minutes=r[1] + 1) for r in rows_], pa.timestamp("us", tz="UTC")),
+        "pane_timing": [r[2] for r in rows_],
+        "pane_index": pa.array([r[3] for r in rows_], pa.int64()),
+        "is_final": [r[4] for r in rows_],
+        "count": pa.array([r[5] for r in rows_], pa.int64()),
+    })
+
+
+def test_results_sink_and_latest_panes(tmp_path):
+    path = str(tmp_path / "results")
+    sink = DeltaResultsSink(path, pipeline="clicks", sleep=lambda s: None)
+    sink(panes([("a", 0, "ON_TIME", 0, False, 3), ("b", 0, "ON_TIME", 0, False, 1)]), 0, "q1")
+    sink(panes([("a", 0, "LATE", 1, False, 4), ("a", 1, "ON_TIME", 0, False, 2)]), 1, "q1")
+    sink(panes([("a", 0, "LATE", 1, False, 4)]), 1, "q1")  # re-run: skipped
+    sink(panes([("a", 0, "FINAL", 2, True, 5)]), 2, "q1")
+    t = rows(path)
+    assert t.num_rows == 5
+    assert set(t.column("key").to_pylist()) == {'{"user":"a"}', '{"user":"b"}'}
+    latest = latest_panes(path)
+    got = {(r.user, r.window_start.minute): (r.pane_timing, r.pane_index, r.is_final, r.count)
+           for r in latest.itertuples()}
+    assert got == {
+        ("a", 0): ("FINAL", 2, True, 5),
+        ("b", 0): ("ON_TIME", 0, False, 1),
+        ("a", 1): ("ON_TIME", 0, False, 2),
+    }
+
+
+def test_results_sink_requires_pane_columns(tmp_path):
+    sink = DeltaResultsSink(str(tmp_path / "r"), pipeline="p")
+    with pytest.raises(ValueError, match="pane_index"):
+        sink(pa.table({"window_start": [T0], "window_end": [T0], "pane_timing": ["ON_TIME"], "is_final": [False]}), 0, "q")
+
+
+def test_compact_and_vacuum_keep_rows_and_exactly_once(tmp_path):
+    path = str(tmp_path / "late")
+    sink = make_sink(path)
+    for b in range(6):
+        sink(records(2, 2 * b), b, "q1")
+    before = len(DeltaTable(path).file_uris())
+    assert before == 6
+    result = compact(path, vacuum=True, retention_hours=0, enforce_retention_duration=False)
+    assert result["compact"]["numFilesRemoved"] == 6 and result["compact"]["numFilesAdded"] == 1
+    assert len(result["vacuumed"]) == 6
+    dt_ = DeltaTable(path)
+    assert len(dt_.file_uris()) == 1
+    assert rows(path).num_rows == 12
+    assert len(glob.glob(os.path.join(path, "detected_date=*", "*.parquet"))) == 1
+    # the app transaction survives the compaction commit
+    assert not make_sink(path)(records(2, 10), 5, "q1").written
+    assert rows(path).num_rows == 12
+
+
+def _delta_jars_present() -> bool:
+    if importlib.util.find_spec("delta") is None:
+        return False
+    patterns = [os.path.expanduser("~/.ivy2*/jars/io.delta_delta-spark*.jar")]
+    spark_home = os.environ.get("SPARK_HOME")
+    if spark_home:
+        patterns.append(os.path.join(spark_home, "jars", "delta-spark*.jar"))
+    return any(glob.glob(p) for p in patterns)
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(
+    not _delta_jars_present(),
+    reason="delta-spark jars are not available (the delta-spark package is not installed and "
+    "Maven cannot be reached to download io.delta:delta-spark); the delta-rs path is tested instead",
+)
+def test_write_via_spark_is_idempotent(tmp_path):  # pragma: no cover - needs delta-spark
+    from delta import configure_spark_with_delta_pip
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master("local[1]")
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+    )
+    spark = configure_spark_with_delta_pip(builder).getOrCreate()
+    try:
+        assert spark_has_delta(spark)
+        path = str(tmp_path / "late")
+        sink = DeltaLateSink(path, pipeline="clicks", engine="spark", spark=spark)
+        sink(records(3), 0, "q1")
+        sink(records(3), 0, "q1")
+        assert rows(path).num_rows == 3
+    finally:
+        spark.stop()
+
+
+def test_spark_engine_requires_session():
+    with pytest.raises(ValueError, match="spark"):
+        DeltaLateSink("/tmp/x", pipeline="p", engine="spark")
+    assert spark_has_delta(None) is False

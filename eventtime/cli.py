@@ -1,4 +1,4 @@
-"""The ``eventtime`` command: ``replay``, ``demo`` and ``late``."""
+"""The ``eventtime`` command: ``replay``, ``demo`` and ``late`` (summary, show, plot, optimize)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(hard_exit: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="eventtime",
         description="Event-time windowing with allowed lateness and a late-data side output for PySpark.",
@@ -42,11 +42,16 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--engine", choices=("reference", "spark"), default="reference", help="default: reference")
     replay.add_argument("--pretty", action="store_true", help="indent the JSON output")
     replay.set_defaults(func=_replay)
+
+    from .cli_late import register as register_late
+
+    register_late(sub, hard_exit=hard_exit)
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Optional[Sequence[str]] = None, hard_exit: bool = True) -> int:
+    """Run the command line; ``hard_exit=False`` keeps ``late`` commands from calling ``os._exit``."""
+    args = build_parser(hard_exit=hard_exit).parse_args(argv)
     return args.func(args)
 
 

@@ -32,7 +32,11 @@ _LAZY = {
     "DeltaLateSink": "eventtime.sinks",
     "DeltaResultsSink": "eventtime.sinks",
     "Alerter": "eventtime.alerts",
+    "BatchStats": "eventtime.monitor",
+    "PartitionStats": "eventtime.monitor",
+    "PartitionMonitor": "eventtime.monitor",
     "read_late": "eventtime.late",
+    "latest_panes": "eventtime.sinks",
 }
 
 __all__ = [

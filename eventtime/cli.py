@@ -30,6 +30,31 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from .compat import IncompatibleRestartError
+    from .demo import DemoError, run_demo
+
+    try:
+        report = run_demo(args.output, seed=args.seed, rows=args.rows, batches=args.batches)
+    except (DemoError, IncompatibleRestartError, ValueError, TypeError) as exc:
+        print(f"eventtime demo: {exc}", file=sys.stderr)
+        return 2
+    return 0 if report.holds else 1
+
+
+def _positive(name: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a whole number, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {value}")
+        return value
+
+    return parse
+
+
 def build_parser(hard_exit: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="eventtime",
@@ -42,6 +67,13 @@ def build_parser(hard_exit: bool = True) -> argparse.ArgumentParser:
     replay.add_argument("--engine", choices=("reference", "spark"), default="reference", help="default: reference")
     replay.add_argument("--pretty", action="store_true", help="indent the JSON output")
     replay.set_defaults(func=_replay)
+
+    demo = sub.add_parser("demo", help="run the whole pipeline on a generated stream (local Spark, Delta tables)")
+    demo.add_argument("--output", default="demo-output", help="directory for input, checkpoint and tables (default: demo-output)")
+    demo.add_argument("--seed", type=int, default=7, help="seed of the generated stream (default: 7)")
+    demo.add_argument("--rows", type=_positive("--rows"), default=40_000, help="data rows (default: 40000)")
+    demo.add_argument("--batches", type=_positive("--batches"), default=20, help="micro-batches (default: 20)")
+    demo.set_defaults(func=_demo)
 
     from .cli_late import register as register_late
 

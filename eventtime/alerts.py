@@ -299,6 +299,28 @@ class Alerter:
                         batch_id, self.pipeline, error, exc_info=True)
         return BatchAlerts(batch_id, tuple(alerts), metrics, time.perf_counter() - started, error)
 
+    def on_failure(self, error: BaseException | str, checkpoint: str | None = None) -> Alert | None:
+        """Report that the pipeline stopped on an error (a failed query, unreadable state).
+
+        One error-level event fingerprinted by pipeline and error type; never raises.
+
+        >>> Alerter().on_failure(RuntimeError("state store"), checkpoint="/tmp/cp").kind
+        'pipeline_failed'
+        """
+        started = time.perf_counter()
+        try:
+            error_type = type(error).__name__ if isinstance(error, BaseException) else "error"
+            text = str(error).strip().splitlines()[0][:500] if str(error).strip() else error_type
+            data = {"pipeline": self.pipeline, "error_type": error_type, "error": str(error)[:4000], "checkpoint": checkpoint}
+            message = f"[{self.pipeline}] pipeline stopped: {error_type}: {text}"
+            alert = self._emit("pipeline_failed", error_type, 1, message, data, self._clock(), level="error")
+            if self._client is not None and alert.sent:
+                self._client.flush(timeout=max(0.0, self.send_timeout_s - (time.perf_counter() - started)))
+            return alert
+        except Exception:  # noqa: BLE001 - alerting must never hide the original failure
+            log.warning("eventtime: could not report the failure of pipeline %s", self.pipeline, exc_info=True)
+            return None
+
     # -- evaluation ---------------------------------------------------------
 
     def _evaluate(self, batch_id: int, records: Any, stats: BatchStats | None) -> tuple[list[Alert], Mapping[str, Any]]:
@@ -392,7 +414,7 @@ class Alerter:
             max_lat = pc.max(group.column("lateness_ms")).as_py() if "lateness_ms" in group.column_names else None
             data["max_lateness_ms"] = max_lat
             message = (
-                f"[{self.pipeline}] {count} late record(s) dropped from windows in batch {batch_id} "
+                f"[{self.pipeline}] {count} record(s) arrived too late for all their windows in batch {batch_id} "
                 f"({share:.1%} of {rows_in} rows), max lateness {max_lat} ms, "
                 f"partitions {', '.join(partitions) or '-'}"
             )

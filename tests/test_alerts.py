@@ -273,3 +273,16 @@ def test_does_not_touch_the_users_sentry_setup(receiver):
         finally:
             sentry_sdk.get_client().close(timeout=1)
             sentry_sdk.get_global_scope().set_client(None)
+
+
+def test_pipeline_failure_is_one_error_event(receiver):
+    alerter = Alerter(dsn=receiver.dsn, pipeline="orders", send_timeout_s=5)
+    alert = alerter.on_failure(RuntimeError("[CANNOT_LOAD_STATE_STORE] An error occurred during loading state."), checkpoint="/cp")
+    alerter.close()
+    assert alert.sent and alert.kind == "pipeline_failed"
+    (event,) = receiver.wait_for(1)
+    assert event["level"] == "error"
+    assert event["fingerprint"] == ["eventtime", "orders", "pipeline_failed", "RuntimeError"]
+    message = event["message"]["formatted"] if isinstance(event["message"], dict) else event["message"]
+    assert "CANNOT_LOAD_STATE_STORE" in message
+    assert event["contexts"]["eventtime"]["checkpoint"] == "/cp"

@@ -356,3 +356,15 @@ def test_spark_engine_requires_session():
     with pytest.raises(ValueError, match="spark"):
         DeltaLateSink("/tmp/x", pipeline="p", engine="spark")
     assert spark_has_delta(None) is False
+
+
+def test_pipeline_query_ids_tell_which_queries_wrote_the_table(tmp_path):
+    sink = DeltaLateSink(str(tmp_path / "late"), pipeline="orders")
+    assert sink.pipeline_query_ids() == []
+    other = DeltaLateSink(str(tmp_path / "late"), pipeline="payments")
+    rows = pa.table({"kind": ["late"], "reason": ["too_late"], "key": ['{"u": 1}'], "payload": ['{"u": 1}']})
+    sink(rows, 0, "q-1")
+    sink(rows, 0, "q-2")
+    other(rows, 0, "q-3")
+    assert sink.pipeline_query_ids() == ["q-1", "q-2"]
+    assert other.pipeline_query_ids() == ["q-3"]

@@ -410,6 +410,24 @@ class _DeltaSink:
         dt = self._table()
         return None if dt is None else dt.transaction_version(self.app_id(query_id))
 
+    def pipeline_query_ids(self) -> list[str]:
+        """The streaming query ids that have written this pipeline's rows to the table.
+
+        Used at start to notice a deleted checkpoint pointed at existing tables: a fresh
+        query id would not be skipped by the idempotency check and would write everything
+        again.
+        """
+        dt = self._table()
+        if dt is None:
+            return []
+        dataset = snapshot_dataset(dt)
+        if "pipeline" not in dataset.schema.names or "query_id" not in dataset.schema.names:
+            return []
+        import pyarrow.dataset as pds
+
+        ids = dataset.to_table(columns=["query_id"], filter=pds.field("pipeline") == self.pipeline).column("query_id")
+        return sorted(str(v) for v in pc.unique(ids).to_pylist() if v is not None)
+
     # -- internals ------------------------------------------------------------
 
     def _table(self) -> Any:

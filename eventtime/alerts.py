@@ -414,7 +414,7 @@ class Alerter:
             max_lat = pc.max(group.column("lateness_ms")).as_py() if "lateness_ms" in group.column_names else None
             data["max_lateness_ms"] = max_lat
             message = (
-                f"[{self.pipeline}] {count} record(s) arrived too late for all their windows in batch {batch_id} "
+                f"[{self.pipeline}] {count} late record(s) in batch {batch_id}, too late for all their windows "
                 f"({share:.1%} of {rows_in} rows), max lateness {max_lat} ms, "
                 f"partitions {', '.join(partitions) or '-'}"
             )

@@ -1,0 +1,309 @@
+"""``with_event_time``: parse and classify the event time in Spark SQL, define the watermark.
+
+The rules are those of :mod:`eventtime.timestamps` (``parse_timestamp`` + ``classify``),
+written as Spark column expressions (no Python UDF), so that the quarantine costs no
+Python round trip. Known differences from the Python rules (tested cases agree, see
+tests/spark/test_spark_engine.py::test_spark_classification_equals_python):
+
+* ISO-8601 strings: the forms ``YYYY-MM-DD`` and ``YYYY-MM-DD<sep>HH[:MM[:SS[.f|,f]]][Z|±HH[[:]MM]]``
+  are accepted; the basic forms (``20231114``, ``T2213``), week dates and offsets with seconds,
+  which Python 3.11's ``fromisoformat`` also takes, are ``unparseable_timestamp`` here, and so
+  are offsets beyond ±18:00 (Spark's limit).
+* Decimal columns are parsed like floats (the Python rules call a ``Decimal`` unparseable).
+* ``fmt``: the strptime directives in ``_STRPTIME`` only (others raise at definition time).
+
+The transform adds internal columns (all prefixed ``__et_``):
+
+* ``__et_ms`` (bigint): the parsed event time in epoch ms, null when it cannot be parsed;
+* ``__et_reason`` (string): null for a valid event time, else the invalid reason;
+* ``__et_raw`` (string): the original value as text;
+* ``__et_wm`` (timestamp): the event time when valid, null otherwise. The watermark is
+  defined on it (``withWatermark``); Spark ignores nulls when it takes the batch's maximum
+  event time, so invalid records never move the watermark (measured, Spark 4.3).
+
+The settings are kept as metadata of ``__et_ms`` for :func:`window_aggregate`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Callable, Optional
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from .._duration import to_instant_ms, to_ms
+from ..timestamps import (
+    BEFORE_MIN_VALID,
+    DEFAULT_MAX_FUTURE_MS,
+    DEFAULT_MIN_VALID_MS,
+    NULL_TIMESTAMP,
+    TOO_FAR_IN_FUTURE,
+    UNITS,
+    UNPARSEABLE_TIMESTAMP,
+)
+
+__all__ = ["with_event_time", "META_KEY", "event_time_settings"]
+
+META_KEY = "eventtime"
+_LMAX = 2**63 - 1
+_LMIN = -(2**63)
+# Sentinels for "parsed, but outside the long range": classified by sign.
+_HUGE = 2**62
+_TINY = -(2**62)
+
+# Python's str.strip() strips whitespace; Java's \s covers ASCII whitespace.
+_STRIP = r"^\s+|\s+$"
+_NUMBER = r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$"
+# The ISO-8601 forms both datetime.fromisoformat (3.11) and Spark accept, after normalising.
+_ISO = (
+    r"^(\d{4}-\d{2}-\d{2})(?:.(\d{2})(?::(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?"
+    r"(Z|z|[+-]\d{2}(?::?\d{2})?)?)?$"
+)
+
+
+def _int_ms(v: Column, unit: str) -> Column:
+    """Integral value in ``unit`` -> ms (floored), guarding the long range."""
+    mul, div = UNITS[unit]
+    v = v.cast("long")
+    if mul > 1:
+        return (
+            F.when(v > F.lit(_LMAX // mul), F.lit(_HUGE))
+            .when(v < F.lit(_LMIN // mul), F.lit(_TINY))
+            .otherwise(v * F.lit(mul))
+        )
+    if div > 1:
+        # exact floor division: v - pmod(v, div) is a multiple of div
+        return ((v - F.pmod(v, F.lit(div))).cast("decimal(20,0)") / F.lit(div)).cast("long")
+    return v
+
+
+def _float_ms(v: Column, unit: str) -> tuple[Column, Column]:
+    """Floating value in ``unit`` -> (ms, reason); NaN is a null timestamp, +-inf unparseable."""
+    mul, div = UNITS[unit]
+    v = v.cast("double")
+    x = v * F.lit(float(mul)) / F.lit(float(div))
+    ms = (
+        F.when(F.isnan(v) | (F.abs(v) == F.lit(float("inf"))), F.lit(None).cast("long"))
+        .when(x >= F.lit(4.0e18), F.lit(_HUGE))
+        .when(x <= F.lit(-4.0e18), F.lit(_TINY))
+        .otherwise(F.floor(x).cast("long"))
+    )
+    reason = (
+        F.when(F.isnan(v), F.lit(NULL_TIMESTAMP))
+        .when(F.abs(v) == F.lit(float("inf")), F.lit(UNPARSEABLE_TIMESTAMP))
+    )
+    return ms, reason
+
+
+def _ts_ms(ts: Column) -> Column:
+    # unix_millis truncates; it differs from flooring only before 1970, where every
+    # event time is before min_valid (>= 1 ms) either way.
+    return F.unix_millis(ts)
+
+
+_STRPTIME = {
+    "%Y": "yyyy", "%m": "MM", "%d": "dd", "%H": "HH", "%M": "mm", "%S": "ss", "%f": "SSSSSS",
+    "%y": "yy", "%b": "MMM", "%B": "MMMM", "%j": "DDD", "%z": "Z", "%I": "hh", "%p": "a",
+    "%a": "EEE", "%A": "EEEE", "%%": "%",
+}
+
+
+def _spark_pattern(fmt: str) -> tuple[str, bool]:
+    """Translate a strptime format to a Spark datetime pattern; second value: has a zone."""
+    out, i, has_zone, literal = [], 0, False, []
+
+    def flush() -> None:
+        if literal:
+            text = "".join(literal).replace("'", "''")
+            out.append(f"'{text}'" if re.search(r"[A-Za-z]", text) else text)
+            literal.clear()
+
+    while i < len(fmt):
+        if fmt[i] == "%" and i + 1 < len(fmt):
+            directive = fmt[i : i + 2]
+            if directive not in _STRPTIME:
+                raise ValueError(f"fmt directive {directive!r} is not supported by the Spark engine; supported: {sorted(_STRPTIME)}")
+            flush()
+            out.append(_STRPTIME[directive])
+            has_zone |= directive == "%z"
+            i += 2
+        else:
+            literal.append(fmt[i])
+            i += 1
+    flush()
+    return "".join(out), has_zone
+
+
+def _string_ms(s: Column, unit: Optional[str], fmt: Optional[str]) -> tuple[Column, Column]:
+    text = F.regexp_replace(s, _STRIP, "")
+    if fmt is not None:
+        pattern, has_zone = _spark_pattern(fmt)
+        if has_zone:
+            parsed = F.try_to_timestamp(text, F.lit(pattern))
+        else:  # naive means UTC, whatever the session time zone
+            parsed = F.try_to_timestamp(F.concat(text, F.lit(" +0000")), F.lit(pattern + " Z"))
+        ms = _ts_ms(parsed)
+        reason = F.when(text == "", F.lit(NULL_TIMESTAMP)).when(parsed.isNull(), F.lit(UNPARSEABLE_TIMESTAMP))
+        return F.when(reason.isNull(), ms), reason
+    # ISO-8601, normalised to yyyy-MM-ddTHH:mm:ss.ffffff+HH:MM before Spark's cast.
+    g = lambda n: F.regexp_extract(text, _ISO, n)  # noqa: E731
+    frac = F.rpad(F.substring(g(5), 1, 6), 6, "0")
+    off = g(6)
+    off_norm = (
+        F.when(off == "", F.lit("+00:00"))
+        .when(F.upper(off) == "Z", F.lit("+00:00"))
+        .when(F.length(off) == 3, F.concat(off, F.lit(":00")))
+        .when(F.length(off) == 5, F.concat(F.substring(off, 1, 3), F.lit(":"), F.substring(off, 4, 2)))
+        .otherwise(off)
+    )
+    norm = F.concat(
+        g(1), F.lit("T"),
+        F.when(g(2) == "", F.lit("00")).otherwise(g(2)), F.lit(":"),
+        F.when(g(3) == "", F.lit("00")).otherwise(g(3)), F.lit(":"),
+        F.when(g(4) == "", F.lit("00")).otherwise(g(4)), F.lit("."), frac, off_norm,
+    )
+    parsed = F.when(text.rlike(_ISO), norm.try_cast("timestamp"))
+    iso_ms = _ts_ms(parsed)
+    iso_reason = F.when(parsed.isNull(), F.lit(UNPARSEABLE_TIMESTAMP))
+    empty = text == ""
+    short = F.length(text) < 10  # not even a full date (fromisoformat would take "2024")
+    if unit is None:
+        reason = F.when(empty, F.lit(NULL_TIMESTAMP)).when(short, F.lit(UNPARSEABLE_TIMESTAMP)).otherwise(iso_reason)
+        return F.when(reason.isNull(), iso_ms), reason
+    is_number = text.rlike(_NUMBER)
+    is_float = text.rlike(r"[.eE]")
+    as_long = text.try_cast("long")
+    int_ms = (
+        F.when(as_long.isNotNull(), _int_ms(as_long, unit))
+        .when(F.substring(text, 1, 1) == "-", F.lit(_TINY))
+        .otherwise(F.lit(_HUGE))
+    )
+    f_ms, f_reason = _float_ms(text.try_cast("double"), unit)
+    ms = F.when(is_number & is_float, f_ms).when(is_number, int_ms).otherwise(iso_ms)
+    reason = (
+        F.when(empty, F.lit(NULL_TIMESTAMP))
+        .when(is_number & is_float, f_reason)
+        .when(is_number, F.lit(None).cast("string"))
+        .when(short, F.lit(UNPARSEABLE_TIMESTAMP))
+        .otherwise(iso_reason)
+    )
+    return F.when(reason.isNull(), ms), reason
+
+
+def parse_expr(col: Column, dtype: T.DataType, unit: Optional[str], fmt: Optional[str]) -> tuple[Column, Column]:
+    """(epoch ms, parse-failure reason) expressions for a raw column of type ``dtype``."""
+    if isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        ms, reason = _int_ms(col, unit or "ms"), F.lit(None).cast("string")
+    elif isinstance(dtype, (T.FloatType, T.DoubleType, T.DecimalType)):
+        ms, reason = _float_ms(col, unit or "ms")
+    elif isinstance(dtype, T.BooleanType):
+        ms, reason = F.lit(None).cast("long"), F.lit(UNPARSEABLE_TIMESTAMP)
+    elif isinstance(dtype, T.TimestampType):
+        ms, reason = _ts_ms(col), F.lit(None).cast("string")
+    elif isinstance(dtype, T.TimestampNTZType):
+        ms = F.timestamp_diff("MILLISECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), col)
+        reason = F.lit(None).cast("string")
+    elif isinstance(dtype, T.DateType):
+        ms, reason = F.unix_date(col).cast("long") * F.lit(86_400_000), F.lit(None).cast("string")
+    elif isinstance(dtype, T.StringType):
+        ms, reason = _string_ms(col, unit, fmt)
+    else:
+        ms, reason = F.lit(None).cast("long"), F.lit(UNPARSEABLE_TIMESTAMP)
+    reason = F.when(col.isNull(), F.lit(NULL_TIMESTAMP)).otherwise(reason)
+    return F.when(reason.isNull(), ms), reason
+
+
+def event_time_settings(df: DataFrame) -> dict:
+    """The settings :func:`with_event_time` stored on ``__et_ms`` (raises if it was not applied)."""
+    if "__et_ms" not in df.columns:
+        raise ValueError(
+            "window_aggregate needs the event time: apply eventtime.with_event_time(...) first, "
+            "e.g. df.transform(eventtime.with_event_time('ts', unit='ms'))"
+        )
+    meta = df.schema["__et_ms"].metadata.get(META_KEY)
+    return json.loads(meta) if isinstance(meta, str) else dict(meta or {})
+
+
+def with_event_time(
+    column: str,
+    unit: Optional[str] = None,
+    fmt: Optional[str] = None,
+    max_out_of_orderness: Any = 0,
+    min_valid: Any = DEFAULT_MIN_VALID_MS,
+    max_future: Any = DEFAULT_MAX_FUTURE_MS,
+    now: Any = None,
+    _string_fallback: Optional[str] = None,
+) -> Callable[[DataFrame], DataFrame]:
+    """A ``DataFrame.transform`` step: parse ``column`` to event time, quarantine bogus values, set the watermark.
+
+    ``unit`` (``s``, ``ms``, ``us``, ``ns``) applies to numbers (and, when given, numeric
+    strings); strings are ISO-8601 or follow ``fmt`` (a strptime format). A record is
+    invalid when its time is null, unparseable, before ``min_valid`` or after processing time
+    + ``max_future``; processing time is the micro-batch's ``current_timestamp()`` unless
+    ``now`` (epoch ms, datetime or ISO string) pins it (tests, replays).
+
+    >>> events.transform(with_event_time("ts", unit="ms", max_out_of_orderness="30 seconds"))  # doctest: +SKIP
+    """
+    if unit is not None and unit not in UNITS:
+        raise ValueError(f"unit must be one of {sorted(UNITS)}, got {unit!r}")
+    if fmt is not None:
+        _spark_pattern(fmt)  # validate early
+    b_ms = to_ms(max_out_of_orderness, "max_out_of_orderness")
+    if b_ms < 0:
+        raise ValueError(f"max_out_of_orderness must be >= 0, got {b_ms} ms")
+    min_valid_ms = to_instant_ms(min_valid, "min_valid")
+    if min_valid_ms < 1:
+        raise ValueError(f"min_valid must be >= 1 ms after the epoch, got {min_valid_ms}")
+    max_future_ms = to_ms(max_future, "max_future")
+    if max_future_ms < 0:
+        raise ValueError(f"max_future must be >= 0, got {max_future_ms} ms")
+    now_ms = None if now is None else to_instant_ms(now, "now")
+
+    def apply(df: DataFrame) -> DataFrame:
+        if column not in df.columns:
+            raise ValueError(f"with_event_time: column {column!r} not found; columns: {df.columns}")
+        dtype = df.schema[column].dataType
+        ms, reason = parse_expr(F.col(column), dtype, unit, fmt)
+        raw = F.col(column).cast("string")
+        if _string_fallback is not None:
+            s_ms, s_reason = parse_expr(F.col(_string_fallback), T.StringType(), unit, fmt)
+            use_str = F.col(column).isNull() & F.col(_string_fallback).isNotNull()
+            ms = F.when(use_str, s_ms).otherwise(ms)
+            reason = F.when(use_str, s_reason).otherwise(reason)
+            raw = F.coalesce(raw, F.col(_string_fallback))
+        now_col = F.lit(now_ms).cast("long") if now_ms is not None else F.unix_millis(F.current_timestamp())
+        reason = (
+            F.when(reason.isNotNull(), reason)
+            .when(ms < F.lit(min_valid_ms), F.lit(BEFORE_MIN_VALID))
+            .when(ms > now_col + F.lit(max_future_ms), F.lit(TOO_FAR_IN_FUTURE))
+        )
+        settings = {
+            "column": column,
+            "unit": unit,
+            "fmt": fmt,
+            "max_out_of_orderness_ms": b_ms,
+            "min_valid_ms": min_valid_ms,
+            "max_future_ms": max_future_ms,
+            "now_ms": now_ms,
+            "string_fallback": _string_fallback,
+        }
+        out = (
+            df.withColumn("__et_ms_raw", ms)
+            .withColumn("__et_reason", reason)
+            .withColumn("__et_raw", raw)
+            .withColumn(
+                "__et_ms",
+                F.when(F.col("__et_reason").isNull(), F.col("__et_ms_raw")).alias(
+                    "__et_ms", metadata={META_KEY: json.dumps(settings)}
+                ),
+            )
+            .drop("__et_ms_raw")
+            .withColumn("__et_wm", F.when(F.col("__et_reason").isNull(), F.timestamp_millis(F.col("__et_ms"))))
+            .withWatermark("__et_wm", f"{b_ms} milliseconds")
+        )
+        return out
+
+    return apply

@@ -1,0 +1,441 @@
+"""``window_aggregate`` (the stateful operator) and ``route`` (the foreachBatch splitter).
+
+One streaming query carries everything: the operator emits panes, late records, invalid
+records and per-partition statistics as rows of one stream with a ``kind`` column
+(docs/architecture.md); ``route`` splits that stream in ``foreachBatch`` and hands each sink
+a ``pyarrow.Table``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from typing import Any, Callable, Optional, Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from .. import aggregations as _agg
+from .._duration import to_ms
+from ..aggregations import Aggregation
+from ..config import EngineConfig
+from ..trigger import ACCUMULATING, ON_TIME_AND_LATE
+from ..window import WindowAssigner
+from .extract import event_time_settings
+from .processor import (
+    C_BUCKET,
+    C_MS,
+    C_RAW,
+    C_REASON,
+    OUTPUT_FIXED,
+    PACKED_DDL,
+    EngineSpec,
+    Packer,
+    EventTimeProcessor,
+)
+
+__all__ = ["window_aggregate", "route", "Router", "DEFAULT_NUM_BUCKETS", "output_schema"]
+
+log = logging.getLogger("eventtime.spark")
+
+# The operator groups rows by a hash bucket of the key (see processor.py). Changing the
+# number of buckets of a running query needs a new checkpoint.
+DEFAULT_NUM_BUCKETS = 8
+_META = "eventtime"
+_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+_TS_COLUMNS = ("window_start", "window_end", "event_time", "watermark")
+
+
+def _agg_type(agg: Aggregation, schema: T.StructType, result_types: dict) -> T.DataType:
+    if agg.name in result_types:
+        t = result_types[agg.name]
+        return T._parse_datatype_string(t) if isinstance(t, str) else t
+    if agg.kind == "count":
+        return T.LongType()
+    source = schema[agg.column].dataType
+    if agg.kind == "sum":
+        return T.LongType() if isinstance(source, _INTEGRAL) else T.DoubleType()
+    if agg.kind == "mean":
+        return T.DoubleType()
+    if agg.kind == "udaf":
+        return T.DoubleType()
+    return source
+
+
+def output_schema(key_fields: Sequence[T.StructField], agg_fields: Sequence[T.StructField]) -> T.StructType:
+    """Schema of the operator output (times as bigint epoch ms)."""
+    types = {"string": T.StringType(), "bigint": T.LongType(), "boolean": T.BooleanType()}
+    fixed = [T.StructField(name, types[ddl]) for name, ddl in OUTPUT_FIXED]
+    return T.StructType([fixed[0], *key_fields, *fixed[1:6], *agg_fields, *fixed[6:]])
+
+
+def window_aggregate(
+    keys: Sequence[str],
+    window: WindowAssigner,
+    allowed_lateness: Any = 0,
+    aggregations: Optional[Sequence[Aggregation]] = None,
+    accumulation: str = ACCUMULATING,
+    emit: str = ON_TIME_AND_LATE,
+    partition_col: Optional[str] = None,
+    offset_col: Optional[str] = None,
+    heartbeat_col: Optional[str] = None,
+    num_buckets: int = DEFAULT_NUM_BUCKETS,
+    result_types: Optional[dict] = None,
+) -> Callable[[DataFrame], DataFrame]:
+    """A ``DataFrame.transform`` step: event-time windows per ``keys`` with allowed lateness.
+
+    Apply after :func:`with_event_time`. The result has one row per pane, late record,
+    invalid record and per-partition statistic (column ``kind``); give it to :func:`route`.
+    ``result_types`` gives the Spark type of user-defined aggregations (default double).
+    """
+    if isinstance(keys, str):
+        keys = [keys]
+    keys = list(keys)
+    aggregations = tuple(aggregations) if aggregations is not None else (_agg.count(),)
+    lateness_ms = to_ms(allowed_lateness, "allowed_lateness")
+    result_types = dict(result_types or {})
+    if isinstance(num_buckets, bool) or not isinstance(num_buckets, int) or num_buckets < 1:
+        raise ValueError(f"num_buckets must be a positive int, got {num_buckets!r}")
+    reserved = {name for name, _ in OUTPUT_FIXED}
+    for name in keys + [a.name for a in aggregations]:
+        if name in reserved or name.startswith("__et_"):
+            raise ValueError(f"column name {name!r} clashes with an output column of window_aggregate; rename it")
+
+    def apply(df: DataFrame) -> DataFrame:
+        settings = event_time_settings(df)
+        # Validates window, aggregations, lateness, modes and the extraction settings at once.
+        config = EngineConfig(
+            window,
+            aggregations,
+            max_out_of_orderness_ms=settings.get("max_out_of_orderness_ms", 0),
+            allowed_lateness_ms=lateness_ms,
+            accumulation=accumulation,
+            emit=emit,
+            min_valid_ms=settings.get("min_valid_ms", 1),
+            max_future_ms=settings.get("max_future_ms", 0),
+        )
+        user_cols = [c for c in df.columns if not c.startswith("__et_")]
+        for col in keys + [a.column for a in aggregations if a.column] + [c for c in (partition_col, offset_col, heartbeat_col) if c]:
+            if col not in user_cols:
+                raise ValueError(f"window_aggregate: column {col!r} not found; columns: {user_cols}")
+        schema = df.schema
+        internal = {c: f"et__u{i}" for i, c in enumerate(user_cols)}
+        integral = frozenset(
+            internal[a.column] for a in aggregations if a.column and isinstance(schema[a.column].dataType, _INTEGRAL)
+        )
+        spec = EngineSpec(
+            keys=tuple(internal[k] for k in keys),
+            size_ms=window.size_ms,
+            slide_ms=window.slide_ms,
+            offset_ms=window.offset_ms,
+            allowed_lateness_ms=config.allowed_lateness_ms,
+            aggregations=tuple(
+                dataclasses.replace(a, column=internal[a.column]) if a.column else a for a in config.aggregations
+            ),
+            accumulation=config.accumulation,
+            emit=config.emit,
+            payload_columns=tuple((internal[c], c) for c in user_cols),
+            integral_columns=integral,
+            key_names=tuple(keys),
+            ts_column=internal.get(settings.get("column")),
+            partition_column=internal[partition_col] if partition_col else None,
+            offset_column=internal[offset_col] if offset_col else None,
+            heartbeat_column=internal[heartbeat_col] if heartbeat_col else None,
+        )
+        key_fields = [T.StructField(k, schema[k].dataType) for k in keys]
+        agg_fields = [T.StructField(a.name, _agg_type(a, schema, result_types)) for a in aggregations]
+        out_schema = output_schema(key_fields, agg_fields)
+
+        # Only what the processor needs crosses to Python (every column costs, measured): the
+        # user's columns (keys, aggregation inputs, payload), the parsed event time unless the
+        # raw column already is it, and the reason / raw text of invalid records. The row
+        # class is derived in Python (processor.WindowLogic._normalise).
+        ts_col = settings.get("column")
+        ts_is_ms = (
+            ts_col in user_cols
+            and isinstance(schema[ts_col].dataType, _INTEGRAL)
+            and settings.get("unit") in (None, "ms")
+            and not settings.get("string_fallback")
+        )
+        extra = [] if ts_is_ms else [F.coalesce(F.col("__et_ms"), F.lit(0)).cast("long").alias(C_MS)]
+        # The hash bucket is computed in the JVM (xxhash64; an int column costs less to ship
+        # than hashing the keys in Python, measured).
+        bucket = F.pmod(F.xxhash64(*[F.col(k) for k in keys]) if keys else F.lit(0), F.lit(num_buckets)).cast("int")
+        operator_input = df.select(
+            *[F.col(c).alias(internal[c]) for c in user_cols],
+            bucket.alias(C_BUCKET),
+            *extra,
+            F.col("__et_reason").alias(C_REASON),
+            # raw text only for invalid records; late ones render it from the raw column
+            F.when(F.col("__et_reason").isNotNull(), F.col("__et_raw")).alias(C_RAW),
+        )
+        if ts_is_ms:
+            spec = dataclasses.replace(spec, ms_column=internal[ts_col])
+        processor = EventTimeProcessor(spec, [f.name for f in out_schema.fields])
+        packer = Packer([internal[k] for k in keys], num_buckets)
+        packed = operator_input.mapInArrow(packer, PACKED_DDL)
+        raw = packed.groupBy(C_BUCKET).transformWithStateInPandas(
+            statefulProcessor=processor,
+            outputStructType=out_schema,
+            outputMode="Append",
+            timeMode="EventTime",
+        )
+        from ..compat import state_fingerprint
+
+        fingerprint = {**state_fingerprint(config, keys), "num_buckets": num_buckets}
+        meta = json.dumps(
+            {
+                "fingerprint": fingerprint,
+                "keys": keys,
+                "aggregations": [a.name for a in aggregations],
+                "partition_col": partition_col,
+                "config": {
+                    "window": window.to_dict(),
+                    "allowed_lateness_ms": config.allowed_lateness_ms,
+                    "accumulation": config.accumulation,
+                    "emit": config.emit,
+                    "num_buckets": num_buckets,
+                    **{k: v for k, v in settings.items() if k.endswith("_ms")},
+                },
+            }
+        )
+        cols = []
+        for field in out_schema.fields:
+            c = F.col(field.name)
+            if field.name == "kind":
+                c = c.alias("kind", metadata={_META: meta})
+            elif field.name in _TS_COLUMNS:
+                c = F.timestamp_millis(c).alias(field.name)
+            cols.append(c)
+        return raw.select(*cols)
+
+    return apply
+
+
+def timestamp_ms(column):
+    """An Arrow timestamp column as int64 epoch milliseconds (floored)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    unit = column.type.unit if pa.types.is_timestamp(column.type) else "ms"
+    per_ms = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}[unit]
+    ints = pc.cast(column, pa.int64())
+    if per_ms is None:
+        return pc.multiply(ints, 1000)
+    if per_ms == 1:
+        return ints
+    # floor division (arrow's integer divide truncates towards zero)
+    q = pc.divide(ints, per_ms)
+    return pc.if_else(pc.greater(pc.multiply(q, per_ms), ints), pc.subtract(q, 1), q)
+
+
+def _engine_meta(out: DataFrame) -> dict:
+    if "kind" not in out.columns:
+        raise ValueError("route() expects the output of eventtime.window_aggregate(...)")
+    meta = out.schema["kind"].metadata.get(_META)
+    if meta is None:
+        raise ValueError("route() expects the output of eventtime.window_aggregate(...) (no engine metadata on 'kind')")
+    return json.loads(meta)
+
+
+# ------------------------------------------------------------------------------------------
+# Router
+# ------------------------------------------------------------------------------------------
+
+
+def _local_path(path: str) -> Optional[str]:
+    """The local file system path of a checkpoint location, None for a remote one (s3a://...)."""
+    if path.startswith("file:"):
+        return "/" + path[len("file:"):].lstrip("/")
+    return path if "://" not in path else None
+
+
+def _stats_class():
+    try:
+        from ..monitor import BatchStats, PartitionStats  # the sinks helper's contract
+
+        return BatchStats, PartitionStats
+    except ImportError:  # pragma: no cover - before monitor.py exists
+        from types import SimpleNamespace
+
+        return (lambda **kw: SimpleNamespace(**kw)), (lambda **kw: SimpleNamespace(**kw))
+
+
+class Router:
+    """Runs ONE streaming query and splits its output by ``kind`` in ``foreachBatch``."""
+
+    def __init__(
+        self,
+        out: DataFrame,
+        panes: Optional[Callable] = None,
+        late: Optional[Callable] = None,
+        invalid: Optional[Callable] = None,
+        alerter: Any = None,
+        pipeline: str = "eventtime",
+    ) -> None:
+        self.meta = _engine_meta(out)
+        self.keys: list[str] = self.meta["keys"]
+        self.agg_names: list[str] = self.meta["aggregations"]
+        self.panes_sink, self.late_sink = panes, late
+        self.invalid_sink = invalid if invalid is not None else late
+        self.alerter = alerter
+        self.pipeline = pipeline
+        self.metrics_name = f"eventtime_{pipeline}"
+        self.out = out.observe(
+            self.metrics_name,
+            F.count(F.when(F.col("kind") == "pane", 1)).alias("panes"),
+            F.count(F.when(F.col("kind") == "late", 1)).alias("late"),
+            F.count(F.when(F.col("kind") == "invalid", 1)).alias("invalid"),
+            F.coalesce(F.sum("stat_rows"), F.lit(0)).alias("rows_in"),
+            F.max(F.unix_millis(F.col("watermark"))).alias("watermark_ms"),
+        )
+        self.query = None
+        self.checkpoint: Optional[str] = None
+        self._query_id: Optional[str] = None
+        self._watermark_ms: Optional[int] = None
+        self._seen_event_time = False
+        self.last_stats = None
+
+    # -- the query ----------------------------------------------------------------------
+    def start(self, checkpoint: str, trigger: Any = None, query_name: Optional[str] = None):
+        """Start the query. ``trigger``: ``DataStreamWriter.trigger`` keywords, e.g.
+        ``{"processingTime": "1 minute"}`` or ``{"availableNow": True}``, or an interval
+        string (processing time)."""
+        if isinstance(trigger, str):
+            trigger = {"processingTime": trigger}
+        self.checkpoint = checkpoint
+        local = _local_path(checkpoint)
+        if local is not None and "fingerprint" in self.meta:
+            # Refuse to resume state laid out by another window / keys / aggregations / modes.
+            from ..compat import check_and_store
+
+            check_and_store(local, self.meta["fingerprint"])
+        writer = self.out.writeStream.foreachBatch(self._handle).option("checkpointLocation", checkpoint)
+        if query_name:
+            writer = writer.queryName(query_name)
+        if trigger:
+            writer = writer.trigger(**trigger)
+        self.query = writer.start()
+        self._query_id = self.query.id
+        return self.query
+
+    def query_id(self) -> str:
+        # foreachBatch may run before start() returns; the checkpoint's metadata file holds
+        # the query id from before the first batch on (it is also StreamingQuery.id).
+        if self._query_id is None and self.checkpoint is not None:
+            path = os.path.join(_local_path(self.checkpoint) or self.checkpoint, "metadata")
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    self._query_id = json.load(handle)["id"]
+            except (OSError, ValueError, KeyError):
+                return ""
+        return self._query_id or ""
+
+    # -- per batch ----------------------------------------------------------------------
+    def split(self, table):
+        """(panes, records, stats rows) tables of one batch's operator output."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        kind = table.column("kind")
+        panes = table.filter(pc.equal(kind, "pane")).select(
+            [*self.keys, "window_start", "window_end", "pane_timing", "pane_index", "is_final", *self.agg_names]
+        )
+        records = table.filter(pc.is_in(kind, pa.array(["late", "invalid"])))
+        key_json = [
+            json.dumps(dict(zip(self.keys, values)), default=str, sort_keys=True)
+            for values in zip(*[records.column(k).to_pylist() for k in self.keys])
+        ] if self.keys else ["{}"] * records.num_rows
+        columns = {
+            "kind": records.column("kind"),
+            "reason": records.column("reason"),
+            "key": pa.array(key_json, pa.string()),
+        }
+        for k in self.keys:
+            if k not in columns:
+                columns[k] = records.column(k)
+        for name in ("event_time", "raw_timestamp", "watermark", "lateness_ms", "window_start", "window_end", "partition", "offset", "payload"):
+            columns[name] = records.column(name)
+        records = pa.table(columns)
+        stats = table.filter(pc.equal(kind, "partition_stats")).select(["partition", "stat_max_event_time", "stat_rows", "watermark"])
+        return panes, records, stats
+
+    def batch_stats(self, batch_id: int, panes, records, stats):
+        BatchStats, PartitionStats = _stats_class()
+        parts: dict[str, list] = {}
+        for p, t, n in zip(*[stats.column(c).to_pylist() for c in ("partition", "stat_max_event_time", "stat_rows")]):
+            name = "null" if p is None else str(p)
+            entry = parts.setdefault(name, [None, 0])
+            if t is not None:
+                entry[0] = t if entry[0] is None else max(entry[0], t)
+                self._seen_event_time = True
+            entry[1] += int(n)
+        kinds = records.column("kind").to_pylist()
+        import pyarrow.compute as pc
+
+        for table in (panes, records, stats):
+            if table.num_rows and "watermark" in table.column_names:
+                ms = pc.max(timestamp_ms(table.column("watermark"))).as_py()
+                if ms is not None:
+                    self._watermark_ms = ms if self._watermark_ms is None else max(self._watermark_ms, ms)
+        partitions = {
+            name: PartitionStats(max_event_time_ms=t, rows=n) for name, (t, n) in parts.items()
+        } if self.meta.get("partition_col") else {}
+        return BatchStats(
+            batch_id=int(batch_id),
+            rows_in=sum(n for _, n in parts.values()),
+            panes=panes.num_rows,
+            late=kinds.count("late"),
+            invalid=kinds.count("invalid"),
+            watermark_ms=self._watermark_ms if self._seen_event_time else None,
+            partitions=partitions,
+        )
+
+    def _handle(self, df: DataFrame, batch_id: int) -> None:
+        table = df.toArrow()  # one execution of the batch; everything below is on the driver
+        panes, records, stats_rows = self.split(table)
+        stats = self.batch_stats(batch_id, panes, records, stats_rows)
+        self.last_stats = stats
+        qid = self.query_id()
+        log.info(
+            "eventtime[%s] batch %s: rows_in=%s panes=%s late=%s invalid=%s watermark_ms=%s",
+            self.pipeline, batch_id, stats.rows_in, stats.panes, stats.late, stats.invalid, stats.watermark_ms,
+        )
+        import pyarrow.compute as pc
+
+        if self.panes_sink is not None:
+            self.panes_sink(panes, batch_id, qid)
+        kind = records.column("kind")
+        if self.late_sink is not None and self.late_sink is self.invalid_sink:
+            self.late_sink(records, batch_id, qid)
+        else:
+            if self.late_sink is not None:
+                self.late_sink(records.filter(pc.equal(kind, "late")), batch_id, qid)
+            if self.invalid_sink is not None:
+                self.invalid_sink(records.filter(pc.equal(kind, "invalid")), batch_id, qid)
+        if self.alerter is not None:
+            try:
+                self.alerter.on_batch(batch_id, records, stats)
+            except Exception:  # the alerter must never stop the pipeline
+                log.exception("eventtime[%s] alerter failed on batch %s", self.pipeline, batch_id)
+
+
+def route(
+    out: DataFrame,
+    panes: Optional[Callable] = None,
+    late: Optional[Callable] = None,
+    invalid: Optional[Callable] = None,
+    alerter: Any = None,
+    pipeline: str = "eventtime",
+) -> Router:
+    """Split the output of :func:`window_aggregate` into sinks; ``.start(checkpoint=...)`` runs it.
+
+    ``panes(table, batch_id, query_id)`` gets the panes, ``late(...)`` the late and invalid
+    records (or only the late ones when ``invalid`` is given), ``alerter.on_batch(batch_id,
+    records, stats)`` the records and a ``BatchStats``. Per-batch counts and the watermark
+    are also in ``StreamingQueryProgress.observedMetrics["eventtime_<pipeline>"]``.
+    """
+    return Router(out, panes=panes, late=late, invalid=invalid, alerter=alerter, pipeline=pipeline)

@@ -1,0 +1,223 @@
+"""The Spark engine in real streaming queries: transcripts, generated scenarios, extraction, routing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from transcripts import load_transcript, transcript_paths
+
+import eventtime
+from eventtime.scenario import diff_outputs, parse_scenario, run_reference
+from eventtime.spark.replay import run_scenario
+from eventtime.timestamps import extract
+from property_tests.strategies import scenarios
+
+pytestmark = pytest.mark.spark
+ROOT = Path(__file__).parents[2]
+
+
+@pytest.mark.parametrize("path", transcript_paths(), ids=lambda p: p.stem)
+def test_spark_matches_transcript(spark, path):
+    scenario, expected = load_transcript(path)
+    difference = diff_outputs(expected, run_scenario(scenario, spark=spark))
+    assert difference is None, f"{path.name}: {difference}"
+
+
+@settings(max_examples=3, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@given(scenarios(max_batches=4, max_records=6))
+def test_spark_equals_reference_on_generated_scenarios(spark, scenario):
+    difference = diff_outputs(run_reference(parse_scenario(scenario)), run_scenario(scenario, spark=spark, num_buckets=3))
+    assert difference is None, difference
+
+
+def test_record_far_behind_the_watermark_reaches_the_late_output(spark):
+    """Regression: older than watermark - lateness - window size; Spark must not drop it silently."""
+    scenario = {
+        "window": {"type": "tumbling", "size_ms": 1000, "offset_ms": 0},
+        "max_out_of_orderness_ms": 0,
+        "allowed_lateness_ms": 500,
+        "min_valid_ms": 1,
+        "now_ms": 10**9,
+        "batches": [
+            [{"key": "a", "ts": 100_000, "value": 1}],
+            [{"key": "a", "ts": 1_000, "value": 2}, {"key": "b", "ts": 99_999, "value": 3}],
+        ],
+    }
+    out = run_scenario(scenario, spark=spark)
+    assert out["batches"][1]["late"] == [{"key": "a", "ts": 1000, "value": 2, "reason": "too_late", "watermark_ms": 100_000}]
+    assert diff_outputs(run_reference(parse_scenario(scenario)), out) is None
+
+
+NOW = 1_700_000_000_000
+MIN_VALID = 946_684_800_000
+MAX_FUTURE = 3_600_000
+
+RAW = {
+    "long": ("bigint", None, [None, 0, -5, 1, MIN_VALID - 1, MIN_VALID, NOW + MAX_FUTURE, NOW + MAX_FUTURE + 1, 2**62, NOW]),
+    "long_s": ("bigint", "s", [1_700_000_000, 9_223_372_036_854_775, -9_223_372_036_854_775, 946_684_800, None]),
+    "long_us": ("bigint", "us", [1_700_000_000_123_456, -1_500, 946_684_800_000_000]),
+    "long_ns": ("bigint", "ns", [1_700_000_000_123_456_789, 946_684_799_999_999_999]),
+    "double": ("double", None, [1.7e12, float("nan"), float("inf"), -float("inf"), 1_700_000_000_000.7, None, 1e30]),
+    "double_s": ("double", "s", [1_700_000_000.5, 946_684_799.9995, 1e300]),
+    "string": ("string", None, [
+        "2023-11-14T22:13:20+08:00", "2023-11-14", "2023-11-14 22:13:20", "2023-11-14T22:13:20Z",
+        "2023-11-14T22:13:20.123456789", "2023-11-14T22:13:20,5", "2023-02-30", "yesterday", "", "   ",
+        "2023", "1700000000000", "2023-11-14T22", "2023-11-14T22:13", " 2023-11-14T22:13:20Z ",
+        "2023-11-14T22:13:20-0530", "2023-11-14T22:13:20+05", "1999-12-31T23:59:59.999Z", None,
+        "2023-11-14T22:13:20z", "2023-13-01",
+    ]),
+    "string_ms": ("string", "ms", ["1700000000000", " 1700000000000 ", "1.7e12", "-5", "2023-11-14", "12", "99999999999999999999", "1e400"]),
+    "timestamp": ("timestamp", None, [datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=timezone.utc), datetime(1999, 12, 31, tzinfo=timezone.utc), None]),
+    "date": ("date", None, [date(2023, 11, 14), date(1999, 12, 31), None]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RAW))
+def test_spark_classification_equals_python(spark, name):
+    ddl, unit, values = RAW[name]
+    df = spark.createDataFrame([(i, v) for i, v in enumerate(values)], f"i int, ts {ddl}")
+    step = eventtime.with_event_time("ts", unit=unit, min_valid=MIN_VALID, max_future=MAX_FUTURE, now=NOW)
+    rows = {r.i: (r["__et_ms"], r["__et_reason"]) for r in df.transform(step).select("i", "__et_ms", "__et_reason").collect()}
+    for i, v in enumerate(values):
+        ms, reason = extract(v, NOW, MIN_VALID, MAX_FUTURE, unit=unit)
+        expected = (ms if reason is None else None, reason)
+        assert rows[i] == expected, f"{name}[{i}] = {v!r}: spark {rows[i]}, python {expected}"
+
+
+def test_strptime_format(spark):
+    df = spark.createDataFrame([("14/11/2023 22:13:20",), ("31/02/2023 00:00:00",), ("2023-11-14",)], "ts string")
+    step = eventtime.with_event_time("ts", fmt="%d/%m/%Y %H:%M:%S", now=NOW, max_future=MAX_FUTURE)
+    got = [(r["__et_ms"], r["__et_reason"]) for r in df.transform(step).select("__et_ms", "__et_reason").collect()]
+    expected = [extract(v, NOW, max_future_ms=MAX_FUTURE, fmt="%d/%m/%Y %H:%M:%S") for v in ("14/11/2023 22:13:20", "31/02/2023 00:00:00", "2023-11-14")]
+    assert got == [(ms if r is None else None, r) for ms, r in expected]
+
+
+def _write(dirname, name, rows):
+    tmp = os.path.join(os.path.dirname(dirname), name + ".tmp")
+    with open(tmp, "w") as fh:
+        for row in rows:
+            fh.write(json.dumps(row) + "\n")
+    os.rename(tmp, os.path.join(dirname, name))
+
+
+def _drain(query, i):
+    while True:
+        query.processAllAvailable()
+        end = (query.lastProgress or {}).get("sources", [{}])[0].get("endOffset")
+        end = json.loads(end) if isinstance(end, str) else end
+        if end and int(end["logOffset"]) >= i:
+            break
+        time.sleep(0.05)
+    query.processAllAvailable()
+
+
+class _Alerter:
+    def __init__(self):
+        self.calls = []
+
+    def on_batch(self, batch_id, records, stats):
+        self.calls.append((batch_id, records, stats))
+        if batch_id == 0:
+            raise RuntimeError("alerters must not stop the pipeline")
+
+
+def test_route_contract_multiple_keys_tz_sliding_and_stats(spark, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    schema = "user string, region string, ts string, amount double, part int, off long, hb boolean"
+    day = 86_400_000
+    base = 1_700_000_000_000 - (1_700_000_000_000 + 8 * 3_600_000) % day  # local midnight in UTC+8
+    iso = lambda ms: datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat()  # noqa: E731
+    events = (
+        spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(src))
+        .transform(eventtime.with_event_time("ts", max_out_of_orderness="1 hour", min_valid="2020-01-01",
+                                             max_future="1 day", now=base + 10 * day))
+    )
+    out = events.transform(eventtime.window_aggregate(
+        keys=["user", "region"], window=eventtime.Sliding("2 days", "1 day", tz="UTC+8"), allowed_lateness="12 hours",
+        aggregations=[eventtime.count(), eventtime.sum("amount"), eventtime.max("amount", "top")],
+        partition_col="part", offset_col="off", heartbeat_col="hb", num_buckets=4))
+    panes, records, alerter = [], [], _Alerter()
+    router = eventtime.route(out, panes=lambda t, b, q: panes.append((t, b, q)), late=lambda t, b, q: records.append((t, b, q)),
+                             alerter=alerter, pipeline="contract")
+    query = router.start(checkpoint=str(tmp_path / "chk"))
+    try:
+        _write(str(src), "0.json", [
+            {"user": "u1", "region": "eu", "ts": iso(base + 1000), "amount": 1.5, "part": 0, "off": 1},
+            {"user": "u1", "region": "us", "ts": iso(base + 2000), "amount": 2.0, "part": 1, "off": 1},
+            {"user": "u1", "region": "eu", "ts": "not a time", "amount": 9.0, "part": 1, "off": 2},
+        ])
+        _drain(query, 0)
+        _write(str(src), "1.json", [{"ts": iso(base + 2 * day + 6 * 3_600_000), "hb": True, "part": 0, "off": 2}])
+        _drain(query, 1)
+        _write(str(src), "2.json", [
+            {"user": "u1", "region": "eu", "ts": iso(base + 5000), "amount": 3.0, "part": 1, "off": 3},   # late pane
+            {"user": "u2", "region": "eu", "ts": iso(base - day), "amount": 4.0, "part": 1, "off": 4},     # too late
+        ])
+        _drain(query, 2)
+        assert query.exception() is None
+        progress = query.lastProgress
+    finally:
+        query.stop()
+
+    pane_rows = [r for t, _, _ in panes for r in t.to_pylist()]
+    assert set(panes[0][0].column_names) == {"user", "region", "window_start", "window_end", "pane_timing", "pane_index",
+                                            "is_final", "count", "sum_amount", "top"}
+    assert str(panes[0][0].schema.field("window_start").type).startswith("timestamp")
+    on_time = sorted((r["region"], r["window_start"].timestamp() * 1000, r["count"], r["sum_amount"]) for r in pane_rows if r["pane_timing"] == "ON_TIME")
+    assert on_time == [("eu", base - day, 1, 1.5), ("eu", base, 1, 1.5), ("us", base - day, 1, 2.0), ("us", base, 1, 2.0)]
+    late_panes = sorted((r["window_start"].timestamp() * 1000, r["pane_index"], r["count"], r["sum_amount"], r["top"]) for r in pane_rows if r["pane_timing"] == "LATE")
+    # W = base + 2d + 5h: [base-d, base+d) expired (m + 12h <= W), [base, base+2d) fired and alive
+    assert late_panes == [(base, 1, 2, 4.5, 3.0)]
+    assert all(q == query.id for _, _, q in panes + records)
+
+    recs = [r for t, _, _ in records for r in t.to_pylist()]
+    assert set(records[0][0].column_names) == {"kind", "reason", "key", "user", "region", "event_time", "raw_timestamp", "watermark",
+                                              "lateness_ms", "window_start", "window_end", "partition", "offset", "payload"}
+    invalid = [r for r in recs if r["kind"] == "invalid"]
+    late = [r for r in recs if r["kind"] == "late"]
+    assert [(r["reason"], r["raw_timestamp"], r["partition"], r["offset"], json.loads(r["key"])) for r in invalid] == [
+        ("unparseable_timestamp", "not a time", "1", 2, {"region": "eu", "user": "u1"})]
+    assert json.loads(invalid[0]["payload"])["amount"] == 9.0
+    assert len(late) == 1 and late[0]["reason"] == "too_late" and late[0]["user"] == "u2"
+    assert late[0]["lateness_ms"] == (base + 2 * day + 5 * 3_600_000) - (base - day)
+    assert late[0]["window_start"].timestamp() * 1000 == base - 2 * day and late[0]["window_end"].timestamp() * 1000 == base + day
+
+    stats = {b: s for b, _, s in alerter.calls}
+    first = stats[0]
+    assert (first.rows_in, first.invalid, first.late) == (3, 1, 0)
+    assert first.partitions["0"].max_event_time_ms == base + 1000 and first.partitions["0"].rows == 1
+    assert first.partitions["1"].max_event_time_ms == base + 2000 and first.partitions["1"].rows == 2
+    assert max(stats) >= 3 and any(s.late == 1 for s in stats.values())
+    metrics = progress["observedMetrics"]["eventtime_contract"]
+    metrics = metrics.asDict() if hasattr(metrics, "asDict") else metrics
+    assert set(metrics) >= {"panes", "late", "invalid", "rows_in", "watermark_ms"}
+
+
+def test_local_cluster(tmp_path):
+    """The engine on local-cluster[2,1,1024] (separate executor JVMs and Python workers)."""
+    path = transcript_paths()[1]
+    script = tmp_path / "cluster.py"
+    script.write_text(
+        "import json, sys\n"
+        "from eventtime.spark import local_session\n"
+        "from eventtime.spark.replay import run_scenario\n"
+        "spark = local_session(master='local-cluster[2,1,1024]', shuffle_partitions=2)\n"
+        f"scenario = json.load(open({str(path)!r}))['scenario']\n"
+        "print('RESULT' + json.dumps(run_scenario(scenario, spark=spark, num_buckets=4)))\n"
+        "spark.stop()\n"
+    )
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=600)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    _, expected = load_transcript(path)
+    assert diff_outputs(expected, json.loads(lines[0][len("RESULT"):])) is None

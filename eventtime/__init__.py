@@ -28,6 +28,7 @@ _LAZY = {
     "with_event_time": "eventtime.spark",
     "window_aggregate": "eventtime.spark",
     "route": "eventtime.spark",
+    "Router": "eventtime.spark",
     "local_session": "eventtime.spark",
     "DeltaLateSink": "eventtime.sinks",
     "DeltaResultsSink": "eventtime.sinks",

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -62,6 +62,12 @@ _ISO = (
     r"^(\d{4}-\d{2}-\d{2})(?:.(\d{2})(?::(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?"
     r"(Z|z|[+-]\d{2}(?::?\d{2})?)?)?$"
 )
+
+
+class _Parse(NamedTuple):
+    stages: list  # [(column name, expression)], added in order before ms / reason
+    ms: Column
+    reason: Column
 
 
 def _int_ms(v: Column, unit: str) -> Column:
@@ -137,17 +143,23 @@ def _spark_pattern(fmt: str) -> tuple[str, bool]:
     return "".join(out), has_zone
 
 
-def _string_ms(s: Column, unit: Optional[str], fmt: Optional[str]) -> tuple[Column, Column]:
-    text = F.regexp_replace(s, _STRIP, "")
+def _string_ms(s: Column, unit: Optional[str], fmt: Optional[str], prefix: str) -> _Parse:
+    # The stripped text and the parsed timestamp are columns of their own (stages): inlined,
+    # the nested CASE WHENs repeat the ISO regexes ~170 times and the generated Java code
+    # outgrows the JVM's 64 KB method limit (Spark then falls back to interpreted code).
+    txt, iso = f"{prefix}_txt", f"{prefix}_parsed"
+    stages = [(txt, F.regexp_replace(s, _STRIP, ""))]
+    text = F.col(txt)
+    empty = text == ""
     if fmt is not None:
         pattern, has_zone = _spark_pattern(fmt)
         if has_zone:
-            parsed = F.try_to_timestamp(text, F.lit(pattern))
+            stages.append((iso, F.try_to_timestamp(text, F.lit(pattern))))
         else:  # naive means UTC, whatever the session time zone
-            parsed = F.try_to_timestamp(F.concat(text, F.lit(" +0000")), F.lit(pattern + " Z"))
-        ms = _ts_ms(parsed)
-        reason = F.when(text == "", F.lit(NULL_TIMESTAMP)).when(parsed.isNull(), F.lit(UNPARSEABLE_TIMESTAMP))
-        return F.when(reason.isNull(), ms), reason
+            stages.append((iso, F.try_to_timestamp(F.concat(text, F.lit(" +0000")), F.lit(pattern + " Z"))))
+        parsed = F.col(iso)
+        reason = F.when(empty, F.lit(NULL_TIMESTAMP)).when(parsed.isNull(), F.lit(UNPARSEABLE_TIMESTAMP))
+        return _Parse(stages, _ts_ms(parsed), reason)
     # ISO-8601, normalised to yyyy-MM-ddTHH:mm:ss.ffffff+HH:MM before Spark's cast.
     g = lambda n: F.regexp_extract(text, _ISO, n)  # noqa: E731
     frac = F.rpad(F.substring(g(5), 1, 6), 6, "0")
@@ -165,14 +177,14 @@ def _string_ms(s: Column, unit: Optional[str], fmt: Optional[str]) -> tuple[Colu
         F.when(g(3) == "", F.lit("00")).otherwise(g(3)), F.lit(":"),
         F.when(g(4) == "", F.lit("00")).otherwise(g(4)), F.lit("."), frac, off_norm,
     )
-    parsed = F.when(text.rlike(_ISO), norm.try_cast("timestamp"))
+    stages.append((iso, F.when(text.rlike(_ISO), norm.try_cast("timestamp"))))
+    parsed = F.col(iso)
     iso_ms = _ts_ms(parsed)
     iso_reason = F.when(parsed.isNull(), F.lit(UNPARSEABLE_TIMESTAMP))
-    empty = text == ""
     short = F.length(text) < 10  # not even a full date (fromisoformat would take "2024")
     if unit is None:
         reason = F.when(empty, F.lit(NULL_TIMESTAMP)).when(short, F.lit(UNPARSEABLE_TIMESTAMP)).otherwise(iso_reason)
-        return F.when(reason.isNull(), iso_ms), reason
+        return _Parse(stages, iso_ms, reason)
     is_number = text.rlike(_NUMBER)
     is_float = text.rlike(r"[.eE]")
     as_long = text.try_cast("long")
@@ -190,11 +202,16 @@ def _string_ms(s: Column, unit: Optional[str], fmt: Optional[str]) -> tuple[Colu
         .when(short, F.lit(UNPARSEABLE_TIMESTAMP))
         .otherwise(iso_reason)
     )
-    return F.when(reason.isNull(), ms), reason
+    return _Parse(stages, ms, reason)
 
 
-def parse_expr(col: Column, dtype: T.DataType, unit: Optional[str], fmt: Optional[str]) -> tuple[Column, Column]:
-    """(epoch ms, parse-failure reason) expressions for a raw column of type ``dtype``."""
+def parse_expr(
+    col: Column, dtype: T.DataType, unit: Optional[str], fmt: Optional[str], prefix: str = "__et_p"
+) -> _Parse:
+    """How to parse a raw column of type ``dtype``: intermediate columns to add first, in
+    order (names start with ``prefix``), then the epoch-ms and parse-failure-reason
+    expressions over them (``ms`` is meaningful only where ``reason`` is null)."""
+    stages: list = []
     if isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
         ms, reason = _int_ms(col, unit or "ms"), F.lit(None).cast("string")
     elif isinstance(dtype, (T.FloatType, T.DoubleType, T.DecimalType)):
@@ -209,11 +226,11 @@ def parse_expr(col: Column, dtype: T.DataType, unit: Optional[str], fmt: Optiona
     elif isinstance(dtype, T.DateType):
         ms, reason = F.unix_date(col).cast("long") * F.lit(86_400_000), F.lit(None).cast("string")
     elif isinstance(dtype, T.StringType):
-        ms, reason = _string_ms(col, unit, fmt)
+        stages, ms, reason = _string_ms(col, unit, fmt, prefix)
     else:
         ms, reason = F.lit(None).cast("long"), F.lit(UNPARSEABLE_TIMESTAMP)
     reason = F.when(col.isNull(), F.lit(NULL_TIMESTAMP)).otherwise(reason)
-    return F.when(reason.isNull(), ms), reason
+    return _Parse(stages, ms, reason)
 
 
 def event_time_settings(df: DataFrame) -> dict:
@@ -266,14 +283,21 @@ def with_event_time(
         if column not in df.columns:
             raise ValueError(f"with_event_time: column {column!r} not found; columns: {df.columns}")
         dtype = df.schema[column].dataType
-        ms, reason = parse_expr(F.col(column), dtype, unit, fmt)
+        main = parse_expr(F.col(column), dtype, unit, fmt, prefix="__et_p")
+        stages = list(main.stages)
+        ms, reason = main.ms, main.reason
         raw = F.col(column).cast("string")
         if _string_fallback is not None:
-            s_ms, s_reason = parse_expr(F.col(_string_fallback), T.StringType(), unit, fmt)
+            fb = parse_expr(F.col(_string_fallback), T.StringType(), unit, fmt, prefix="__et_f")
+            stages += fb.stages
             use_str = F.col(column).isNull() & F.col(_string_fallback).isNotNull()
-            ms = F.when(use_str, s_ms).otherwise(ms)
-            reason = F.when(use_str, s_reason).otherwise(reason)
+            ms = F.when(use_str, fb.ms).otherwise(ms)
+            reason = F.when(use_str, fb.reason).otherwise(reason)
             raw = F.coalesce(raw, F.col(_string_fallback))
+        for name, expr in stages:
+            df = df.withColumn(name, expr)
+        df = df.withColumn("__et_ms_raw", ms).withColumn("__et_parse_reason", reason)
+        ms, reason = F.col("__et_ms_raw"), F.col("__et_parse_reason")
         now_col = F.lit(now_ms).cast("long") if now_ms is not None else F.unix_millis(F.current_timestamp())
         reason = (
             F.when(reason.isNotNull(), reason)
@@ -291,8 +315,7 @@ def with_event_time(
             "string_fallback": _string_fallback,
         }
         out = (
-            df.withColumn("__et_ms_raw", ms)
-            .withColumn("__et_reason", reason)
+            df.withColumn("__et_reason", reason)
             .withColumn("__et_raw", raw)
             .withColumn(
                 "__et_ms",
@@ -300,7 +323,7 @@ def with_event_time(
                     "__et_ms", metadata={META_KEY: json.dumps(settings)}
                 ),
             )
-            .drop("__et_ms_raw")
+            .drop("__et_ms_raw", "__et_parse_reason", *[name for name, _ in stages])
             .withColumn("__et_wm", F.when(F.col("__et_reason").isNull(), F.timestamp_millis(F.col("__et_ms"))))
             .withWatermark("__et_wm", f"{b_ms} milliseconds")
         )

@@ -37,6 +37,10 @@ def local_session(
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # Bind to loopback unless told otherwise: local mode needs no other interface, and a
+    # host name that does not resolve otherwise costs a warning and a slow lookup.
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = (
         SparkSession.builder.master(master)

@@ -100,6 +100,17 @@ def test_strptime_format(spark):
     assert got == [(ms if r is None else None, r) for ms, r in expected]
 
 
+def test_string_parsing_plan_stays_small(spark):
+    # Regression: the nested CASE WHENs of the string parser used to repeat the ISO regex
+    # 176 times, the generated Java code outgrew 64 KB and Spark logged a compile error per
+    # query before falling back to interpreted code. Parsed in stages it stays at 16.
+    df = spark.createDataFrame([("1700000000000",), ("2023-11-14T22:13:20Z",)], "ts string")
+    out = df.transform(eventtime.with_event_time("ts", unit="ms", now=NOW, max_future=MAX_FUTURE))
+    plan = out._jdf.queryExecution().optimizedPlan().toString()
+    assert plan.count("regexp_extract") <= 20, plan.count("regexp_extract")
+    assert [r["__et_ms"] for r in out.select("__et_ms").collect()] == [1_700_000_000_000, 1_700_000_000_000]
+
+
 def _write(dirname, name, rows):
     tmp = os.path.join(os.path.dirname(dirname), name + ".tmp")
     with open(tmp, "w") as fh:

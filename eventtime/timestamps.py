@@ -18,6 +18,7 @@ __all__ = [
     "UNPARSEABLE_TIMESTAMP",
     "BEFORE_MIN_VALID",
     "TOO_FAR_IN_FUTURE",
+    "MALFORMED_RECORD",
     "TOO_LATE",
     "INVALID_REASONS",
     "UNITS",
@@ -32,8 +33,11 @@ NULL_TIMESTAMP = "null_timestamp"
 UNPARSEABLE_TIMESTAMP = "unparseable_timestamp"
 BEFORE_MIN_VALID = "before_min_valid"
 TOO_FAR_IN_FUTURE = "too_far_in_future"
+# The source could not parse the row (Spark's PERMISSIVE JSON/CSV reader put it in the
+# corrupt-record column): set by the Spark engine only; a timestamp value never has it.
+MALFORMED_RECORD = "malformed_record"
 TOO_LATE = "too_late"
-INVALID_REASONS = (NULL_TIMESTAMP, UNPARSEABLE_TIMESTAMP, BEFORE_MIN_VALID, TOO_FAR_IN_FUTURE)
+INVALID_REASONS = (NULL_TIMESTAMP, UNPARSEABLE_TIMESTAMP, BEFORE_MIN_VALID, TOO_FAR_IN_FUTURE, MALFORMED_RECORD)
 
 DEFAULT_MIN_VALID_MS = to_instant_ms("2000-01-01T00:00:00Z", "min_valid")
 DEFAULT_MAX_FUTURE_MS = 86_400_000

@@ -12,10 +12,19 @@ tests/spark/test_spark_engine.py::test_spark_classification_equals_python):
 * Decimal columns are parsed like floats (the Python rules call a ``Decimal`` unparseable).
 * ``fmt``: the strptime directives in ``_STRPTIME`` only (others raise at definition time).
 
+Malformed records: when the DataFrame has the corrupt-record column of Spark's PERMISSIVE
+JSON / CSV reader (``_corrupt_record`` by default, ``corrupt_record_col``), a row where it
+is non-null is invalid with reason ``malformed_record``, whatever its timestamp: the reader
+could not parse the line, or a field had the wrong type (it is then null in the row), so
+the row is quarantined whole rather than aggregated with a null. The raw line stays in the
+corrupt-record column, hence in the record's ``payload``; ``__et_raw`` stays the event-time
+column's text (null when the reader could not get that far).
+
 The transform adds internal columns (all prefixed ``__et_``):
 
 * ``__et_ms`` (bigint): the parsed event time in epoch ms, null when it cannot be parsed;
-* ``__et_reason`` (string): null for a valid event time, else the invalid reason;
+* ``__et_reason`` (string): null for a valid event time, else the invalid reason
+  (``malformed_record`` first, see above);
 * ``__et_raw`` (string): the original value as text;
 * ``__et_wm`` (timestamp): the event time when valid, null otherwise. The watermark is
   defined on it (``withWatermark``); Spark ignores nulls when it takes the batch's maximum
@@ -39,15 +48,18 @@ from ..timestamps import (
     BEFORE_MIN_VALID,
     DEFAULT_MAX_FUTURE_MS,
     DEFAULT_MIN_VALID_MS,
+    MALFORMED_RECORD,
     NULL_TIMESTAMP,
     TOO_FAR_IN_FUTURE,
     UNITS,
     UNPARSEABLE_TIMESTAMP,
 )
 
-__all__ = ["with_event_time", "META_KEY", "event_time_settings"]
+__all__ = ["with_event_time", "META_KEY", "event_time_settings", "DEFAULT_CORRUPT_RECORD_COL"]
 
 META_KEY = "eventtime"
+# Spark's default ``columnNameOfCorruptRecord`` (spark.sql.columnNameOfCorruptRecord).
+DEFAULT_CORRUPT_RECORD_COL = "_corrupt_record"
 _LMAX = 2**63 - 1
 _LMIN = -(2**63)
 # Sentinels for "parsed, but outside the long range": classified by sign.
@@ -252,6 +264,7 @@ def with_event_time(
     min_valid: Any = DEFAULT_MIN_VALID_MS,
     max_future: Any = DEFAULT_MAX_FUTURE_MS,
     now: Any = None,
+    corrupt_record_col: Optional[str] = DEFAULT_CORRUPT_RECORD_COL,
     _string_fallback: Optional[str] = None,
 ) -> Callable[[DataFrame], DataFrame]:
     """A ``DataFrame.transform`` step: parse ``column`` to event time, quarantine bogus values, set the watermark.
@@ -262,10 +275,18 @@ def with_event_time(
     + ``max_future``; processing time is the micro-batch's ``current_timestamp()`` unless
     ``now`` (epoch ms, datetime or ISO string) pins it (tests, replays).
 
+    ``corrupt_record_col``: the corrupt-record column of Spark's PERMISSIVE reader (e.g.
+    ``spark.readStream.schema("..., _corrupt_record string").json(path)``). When the
+    DataFrame has it, a row where it is non-null is invalid with reason ``malformed_record``
+    (before any timestamp check); a DataFrame without it is unaffected. ``None`` disables the
+    check.
+
     >>> events.transform(with_event_time("ts", unit="ms", max_out_of_orderness="30 seconds"))  # doctest: +SKIP
     """
     if unit is not None and unit not in UNITS:
         raise ValueError(f"unit must be one of {sorted(UNITS)}, got {unit!r}")
+    if corrupt_record_col is not None and not isinstance(corrupt_record_col, str):
+        raise TypeError(f"corrupt_record_col must be a column name (str) or None, got {corrupt_record_col!r}")
     if fmt is not None:
         _spark_pattern(fmt)  # validate early
     b_ms = to_ms(max_out_of_orderness, "max_out_of_orderness")
@@ -304,6 +325,10 @@ def with_event_time(
             .when(ms < F.lit(min_valid_ms), F.lit(BEFORE_MIN_VALID))
             .when(ms > now_col + F.lit(max_future_ms), F.lit(TOO_FAR_IN_FUTURE))
         )
+        corrupt = corrupt_record_col if corrupt_record_col is not None and corrupt_record_col in df.columns else None
+        if corrupt is not None:
+            # Takes precedence: the row's fields (the event time included) are not to be trusted.
+            reason = F.when(F.col(corrupt).isNotNull(), F.lit(MALFORMED_RECORD)).otherwise(reason)
         settings = {
             "column": column,
             "unit": unit,
@@ -313,6 +338,7 @@ def with_event_time(
             "max_future_ms": max_future_ms,
             "now_ms": now_ms,
             "string_fallback": _string_fallback,
+            "corrupt_record_col": corrupt,
         }
         out = (
             df.withColumn("__et_reason", reason)

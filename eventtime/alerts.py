@@ -310,6 +310,7 @@ class Alerter:
         started = time.perf_counter()
         try:
             error_type = type(error).__name__ if isinstance(error, BaseException) else "error"
+            error_type = getattr(error, "error_class", None) or error_type
             text = str(error).strip().splitlines()[0][:500] if str(error).strip() else error_type
             data = {"pipeline": self.pipeline, "error_type": error_type, "error": str(error)[:4000], "checkpoint": checkpoint}
             message = f"[{self.pipeline}] pipeline stopped: {error_type}: {text}"

@@ -44,8 +44,9 @@ Facts measured on pyspark 4.3.0 that the design rests on:
 
 from __future__ import annotations
 
+from .errors import QueryFailedError, describe_failure
 from .extract import with_event_time
 from .session import local_session
 from .transforms import Router, route, window_aggregate
 
-__all__ = ["with_event_time", "window_aggregate", "route", "Router", "local_session"]
+__all__ = ["with_event_time", "window_aggregate", "route", "Router", "local_session", "describe_failure", "QueryFailedError"]

@@ -35,11 +35,23 @@ def _demo(args: argparse.Namespace) -> int:
     from .demo import DemoError, run_demo
 
     try:
-        report = run_demo(args.output, seed=args.seed, rows=args.rows, batches=args.batches)
+        report = run_demo(args.output, seed=args.seed, rows=args.rows, batches=args.batches, fresh_start=args.fresh_start)
+        code = 0 if report.holds else 1
     except (DemoError, IncompatibleRestartError, ValueError, TypeError) as exc:
         print(f"eventtime demo: {exc}", file=sys.stderr)
-        return 2
-    return 0 if report.holds else 1
+        code = 2
+    if args.hard_exit:
+        # The demo read Delta tables with deltalake: leave without running the interpreter's
+        # exit hooks, which can abort (exit 134, see cli_late), after stopping Spark cleanly.
+        from pyspark.sql import SparkSession
+
+        from .cli_late import _flush_and_exit
+
+        session = SparkSession.getActiveSession()
+        if session is not None:
+            session.stop()
+        _flush_and_exit(code)
+    return code
 
 
 def _positive(name: str):
@@ -73,7 +85,9 @@ def build_parser(hard_exit: bool = True) -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=7, help="seed of the generated stream (default: 7)")
     demo.add_argument("--rows", type=_positive("--rows"), default=40_000, help="data rows (default: 40000)")
     demo.add_argument("--batches", type=_positive("--batches"), default=20, help="micro-batches (default: 20)")
-    demo.set_defaults(func=_demo)
+    demo.add_argument("--fresh-start", action="store_true",
+                      help="discard the checkpoint and tables of an earlier run in --output and start over")
+    demo.set_defaults(func=_demo, hard_exit=hard_exit)
 
     from .cli_late import register as register_late
 

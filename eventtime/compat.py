@@ -15,13 +15,21 @@ from typing import Optional, Sequence
 
 from .config import EngineConfig
 
-__all__ = ["IncompatibleRestartError", "state_fingerprint", "changed_fields", "check_and_store"]
+__all__ = ["IncompatibleRestartError", "CheckpointMissingError", "state_fingerprint", "changed_fields", "check_and_store"]
 
 FINGERPRINT_FILE = "eventtime-state.json"
 
 
 class IncompatibleRestartError(RuntimeError):
     """The checkpoint was written with a configuration whose state cannot be reused."""
+
+
+class CheckpointMissingError(RuntimeError):
+    """A query starts without a checkpoint but its tables already hold rows of the pipeline.
+
+    The checkpoint was deleted or moved: starting anyway would read the source again from
+    the beginning under a new query id and write every row a second time.
+    """
 
 
 def state_fingerprint(config: EngineConfig, keys: Sequence[str]) -> dict:

@@ -136,7 +136,10 @@ def _run_query(router, checkpoint: str, files: int, say: Callable[[str], None], 
     try:
         while True:
             if query.exception() is not None:
-                raise DemoError(f"the streaming query failed: {query.exception()}")
+                from .spark.errors import describe_failure
+
+                failure = describe_failure(query.exception())
+                raise DemoError(f"the streaming query failed: {failure}") from failure
             for progress in query.recentProgress:
                 batch_id = progress["batchId"]
                 if batch_id in printed:
@@ -187,8 +190,16 @@ def run_demo(
     sentry_dsn: Optional[str] = None,
     out: TextIO = sys.stdout,
     timeout_s: float = 900.0,
+    fresh_start: bool = False,
 ) -> ConservationReport:
-    """Run the demo into ``output``; returns the conservation report (it must hold)."""
+    """Run the demo into ``output``; returns the conservation report (it must hold).
+
+    ``fresh_start`` discards the checkpoint and both tables of an earlier run in ``output``
+    first (the generated input is kept); without it a run whose checkpoint is gone but whose
+    tables remain is refused (:class:`~eventtime.compat.CheckpointMissingError`).
+    """
+    import shutil
+
     import pandas as pd
 
     from .alerts import Alerter
@@ -205,6 +216,14 @@ def run_demo(
     say(f"eventtime demo: {stream.rows} rows in {stream.batches} micro-batches, seed {seed}, output {output}")
     data_rows = _prepare_input(stream, output)
     checkpoint = os.path.join(output, "checkpoint")
+    if fresh_start:
+        for name in ("checkpoint", "results", "late", "late.png"):
+            path = os.path.join(output, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            elif os.path.exists(path):
+                os.remove(path)
+        say("  fresh start: discarded the checkpoint and tables of the previous run")
     resumed = os.path.exists(os.path.join(checkpoint, "metadata"))
     alerter = Alerter(dsn=sentry_dsn, pipeline=PIPELINE, environment="demo", late_threshold_share=0.01,
                       partition_lag_ms=stream.max_out_of_orderness_ms)
@@ -217,7 +236,17 @@ def run_demo(
     router = demo_pipeline(spark, stream, output, alerter=alerter)
     files = len([f for f in os.listdir(os.path.join(output, "input")) if f.endswith(".json")])
     started = time.monotonic()
-    ran = _run_query(router, checkpoint, files, say, timeout_s)
+    from .compat import CheckpointMissingError
+
+    try:
+        ran = _run_query(router, checkpoint, files, say, timeout_s)
+    except CheckpointMissingError as exc:
+        alerter.close()
+        raise DemoError(f"{exc} (demo: add --fresh-start to discard the old tables and start over)") from exc
+    except Exception as exc:
+        alerter.on_failure(exc.__cause__ if isinstance(exc, DemoError) and exc.__cause__ else exc, checkpoint=checkpoint)
+        alerter.close()
+        raise
     alerter.close()
     say(f"  {ran} micro-batch(es) run in {time.monotonic() - started:.1f} s" + ("" if ran else " (already complete)"))
 

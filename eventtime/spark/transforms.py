@@ -22,6 +22,7 @@ from .. import aggregations as _agg
 from .._duration import to_ms
 from ..aggregations import Aggregation
 from ..config import EngineConfig
+from ..faults import fault_point
 from ..trigger import ACCUMULATING, ON_TIME_AND_LATE
 from ..window import WindowAssigner
 from .extract import event_time_settings
@@ -300,14 +301,22 @@ class Router:
         self.last_stats = None
 
     # -- the query ----------------------------------------------------------------------
-    def start(self, checkpoint: str, trigger: Any = None, query_name: Optional[str] = None):
+    def start(self, checkpoint: str, trigger: Any = None, query_name: Optional[str] = None, fresh_start: bool = False):
         """Start the query. ``trigger``: ``DataStreamWriter.trigger`` keywords, e.g.
         ``{"processingTime": "1 minute"}`` or ``{"availableNow": True}``, or an interval
-        string (processing time)."""
+        string (processing time).
+
+        A new (or deleted) local checkpoint whose sinks already hold rows of the pipeline
+        raises :class:`~eventtime.compat.CheckpointMissingError` unless ``fresh_start=True``
+        says that a new query over the same tables is intended."""
         if isinstance(trigger, str):
             trigger = {"processingTime": trigger}
+        if not isinstance(fresh_start, bool):
+            raise TypeError(f"fresh_start must be a bool, got {fresh_start!r}")
         self.checkpoint = checkpoint
         local = _local_path(checkpoint)
+        if local is not None and not os.path.exists(os.path.join(local, "metadata")):
+            self._check_no_orphaned_tables(checkpoint, fresh_start)
         if local is not None and "fingerprint" in self.meta:
             # Refuse to resume state laid out by another window / keys / aggregations / modes.
             from ..compat import check_and_store
@@ -321,6 +330,26 @@ class Router:
         self.query = writer.start()
         self._query_id = self.query.id
         return self.query
+
+    def _check_no_orphaned_tables(self, checkpoint: str, fresh_start: bool) -> None:
+        from ..compat import CheckpointMissingError
+
+        sinks = {id(s): s for s in (self.panes_sink, self.late_sink, self.invalid_sink) if s is not None}
+        for sink in sinks.values():
+            ids = sink.pipeline_query_ids() if hasattr(sink, "pipeline_query_ids") else []
+            if not ids:
+                continue
+            where = getattr(sink, "path", repr(sink))
+            if fresh_start:
+                log.warning("eventtime[%s]: fresh start requested; %s already holds rows of query id(s) %s",
+                            self.pipeline, where, ", ".join(ids))
+                continue
+            raise CheckpointMissingError(
+                f"checkpoint {checkpoint!r} has no query metadata (new or deleted), but {where} already holds rows "
+                f"of pipeline {getattr(sink, 'pipeline', self.pipeline)!r} written by query id(s) {', '.join(ids)}. "
+                "Starting now would read the source again and write those rows twice. Restore the checkpoint, "
+                "or pass fresh_start=True to start a new query over these tables on purpose."
+            )
 
     def query_id(self) -> str:
         # foreachBatch may run before start() returns; the checkpoint's metadata file holds
@@ -395,6 +424,7 @@ class Router:
         )
 
     def _handle(self, df: DataFrame, batch_id: int) -> None:
+        fault_point("after_commit", batch_id - 1)
         table = df.toArrow()  # one execution of the batch; everything below is on the driver
         panes, records, stats_rows = self.split(table)
         stats = self.batch_stats(batch_id, panes, records, stats_rows)
@@ -406,8 +436,10 @@ class Router:
         )
         import pyarrow.compute as pc
 
+        fault_point("before_write", batch_id)
         if self.panes_sink is not None:
             self.panes_sink(panes, batch_id, qid)
+        fault_point("between_writes", batch_id)
         kind = records.column("kind")
         if self.late_sink is not None and self.late_sink is self.invalid_sink:
             self.late_sink(records, batch_id, qid)
@@ -416,6 +448,7 @@ class Router:
                 self.late_sink(records.filter(pc.equal(kind, "late")), batch_id, qid)
             if self.invalid_sink is not None:
                 self.invalid_sink(records.filter(pc.equal(kind, "invalid")), batch_id, qid)
+        fault_point("after_write", batch_id)
         if self.alerter is not None:
             try:
                 self.alerter.on_batch(batch_id, records, stats)

@@ -736,7 +736,9 @@ class WindowLogic:
         if late and spec.ts_column is not None and spec.ts_column in rows:
             raw = [r if r is not None else _raw_text(v) for r, v in zip(raw, rows[spec.ts_column].astype(object).tolist())]
         cols["raw_timestamp"] = raw
-        cols["watermark"] = [watermark] * n
+        # Spark reports 0 before the first watermark: no watermark yet (null), as in the
+        # contract; a real one is >= 1 once a late record exists (t >= min_valid >= 1).
+        cols["watermark"] = [watermark if watermark > 0 else None] * n
         part_col = spec.partition_column or C_PART
         cols["partition"] = [None if v is None else str(v) for v in _py_list(rows[part_col])] if part_col in rows else [None] * n
         off_col = spec.offset_column or C_OFF

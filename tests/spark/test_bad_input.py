@@ -154,6 +154,8 @@ def test_bad_input_catalogue_in_one_streaming_query(spark, tmp_path):
     assert wrong["raw_timestamp"] == "1700000043000" and wrong["user_id"] == "wrong-type"
     assert json.loads(wrong["payload"])["amount"] is None  # quarantined, not aggregated with a null
     assert by_id[cases["truncated JSON"].ids[0]][0]["raw_timestamp"] is None
+    # batch 0 runs before any watermark exists: the records say so with a null, not 1970
+    assert by_id[cases["ts 0"].ids[0]][0]["watermark"] is None
     assert by_id[cases["ts year 9999 (ISO)"].ids[0]][0]["raw_timestamp"] == "9999-12-31T23:59:59Z"
     assert by_id[cases["ts blank string"].ids[0]][0]["raw_timestamp"] == "   "
     for name, batch in (("a partition days behind the others", 1), ("late burst", 2)):

@@ -4,6 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 DEMO_DIR ?= demo-output
+BENCH_ARGS ?= --rows 500000
 
 .PHONY: demo test install bench clean
 
@@ -17,10 +18,14 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 demo: $(VENV)/.installed
-	$(VENV)/bin/eventtime replay examples/scenarios/allowed_lateness.json --pretty
+	$(VENV)/bin/eventtime demo --output $(DEMO_DIR)
+
+# Not part of the two set-up commands: eventtime vs Spark's native windowed aggregation.
+bench: $(VENV)/.installed
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/bench_windowing.py $(BENCH_ARGS)
 
 test: $(VENV)/.installed
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(DEMO_DIR) example-output .pytest_cache .hypothesis

@@ -117,17 +117,10 @@ def demo_pipeline(spark, stream: DemoStream, directory: str, alerter=None):
     )
 
 
-def _source_offset(progress: Optional[dict]) -> int:
-    if not progress or not progress.get("sources"):
-        return -1
-    end = progress["sources"][0].get("endOffset")
-    if isinstance(end, str):
-        end = json.loads(end)
-    return int(end["logOffset"]) if end else -1
-
-
 def _run_query(router, checkpoint: str, files: int, say: Callable[[str], None], timeout_s: float) -> int:
     """Run until every input file is processed and the no-data batch after the last has run."""
+    from .spark.replay import file_source_offset
+
     query = router.start(checkpoint=checkpoint)
     started = time.monotonic()
     printed: set = set()
@@ -148,7 +141,7 @@ def _run_query(router, checkpoint: str, files: int, say: Callable[[str], None], 
                 batches += 1
                 metrics = progress["observedMetrics"].get(f"eventtime_{PIPELINE}") if progress["observedMetrics"] else None
                 metrics = metrics.asDict() if metrics is not None else {}
-                file_no = _source_offset(progress) + 1
+                file_no = file_source_offset(progress) + 1
                 say(
                     f"  batch {batch_id:>3}  file {min(file_no, files):>3}/{files}  rows {progress['numInputRows']:>6}  "
                     f"panes {metrics.get('panes', 0):>5}  late {metrics.get('late', 0):>4}  "
@@ -156,7 +149,7 @@ def _run_query(router, checkpoint: str, files: int, say: Callable[[str], None], 
                     f"({progress['batchDuration'] / 1000:.1f} s)"
                 )
             progress = query.lastProgress
-            offset = _source_offset(progress)
+            offset = file_source_offset(progress)
             status = query.status
             idle = not status["isDataAvailable"] and not status["isTriggerActive"]
             if (offset >= last_file or (progress is None and idle and time.monotonic() - started > 5)) and idle:

@@ -41,6 +41,16 @@ def _watermark_ms(progress: Optional[dict]) -> Optional[int]:
     return int(round(dt.timestamp() * 1000))
 
 
+
+def file_source_offset(progress: Optional[dict]) -> int:
+    """The last file index a file-source query has read, from its progress (-1: none yet)."""
+    if not progress or not progress.get("sources"):
+        return -1
+    end = progress["sources"][0].get("endOffset")
+    if isinstance(end, str):
+        end = json.loads(end)
+    return int(end["logOffset"]) if end else -1
+
 class ReplayRunner:
     """One streaming query fed batch by batch (used by :func:`run_scenario` and the tests)."""
 
@@ -128,15 +138,6 @@ class ReplayRunner:
             row["partition"] = str(rec.partition)
         return row
 
-    def _offset(self) -> int:
-        progress = self.query.lastProgress
-        if not progress or not progress.get("sources"):
-            return -1
-        end = progress["sources"][0].get("endOffset")
-        if isinstance(end, str):
-            end = json.loads(end)
-        return int(end["logOffset"]) if end else -1
-
     def run_batch(self, batch) -> dict:
         i = self._batch
         self._batch += 1
@@ -148,7 +149,7 @@ class ReplayRunner:
         deadline = time.monotonic() + 300
         while True:
             self.query.processAllAvailable()
-            if self._offset() >= i:
+            if file_source_offset(self.query.lastProgress) >= i:
                 break
             if self.query.exception() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"replay: batch {i} was not processed: {self.query.exception()}")

@@ -27,6 +27,7 @@ from bad_input_catalogue import (
     WATERMARK_IN_BATCH,
     lines_by_batch,
 )
+from test_spark_engine import _drain
 
 import eventtime
 
@@ -41,21 +42,6 @@ def _write_lines(dirname: str, name: str, lines: list[str]) -> None:
         for line in lines:
             fh.write(line + "\n")
     os.rename(tmp, os.path.join(dirname, name))  # atomic: the file source never sees half a file
-
-
-def _drain(query, file_index: int, timeout_s: float = 120) -> None:
-    """Until the source has read file ``file_index`` and every batch it caused has run."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        query.processAllAvailable()
-        end = (query.lastProgress or {}).get("sources", [{}])[0].get("endOffset")
-        end = json.loads(end) if isinstance(end, str) else end
-        if end and int(end["logOffset"]) >= file_index:
-            break
-        assert query.exception() is None, query.exception()
-        assert time.monotonic() < deadline, f"file {file_index} not read in {timeout_s} s"
-        time.sleep(0.05)
-    query.processAllAvailable()
 
 
 def _record_id(record: dict) -> int:

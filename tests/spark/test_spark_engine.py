@@ -119,13 +119,17 @@ def _write(dirname, name, rows):
     os.rename(tmp, os.path.join(dirname, name))
 
 
-def _drain(query, i):
+def _drain(query, i, timeout_s: float = 120):
+    """Until the source has read file ``i`` and every batch it caused has run."""
+    deadline = time.monotonic() + timeout_s
     while True:
         query.processAllAvailable()
         end = (query.lastProgress or {}).get("sources", [{}])[0].get("endOffset")
         end = json.loads(end) if isinstance(end, str) else end
         if end and int(end["logOffset"]) >= i:
             break
+        assert query.exception() is None, query.exception()
+        assert time.monotonic() < deadline, f"file {i} not read in {timeout_s} s"
         time.sleep(0.05)
     query.processAllAvailable()
 

@@ -236,3 +236,25 @@ def test_local_cluster(tmp_path):
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
     _, expected = load_transcript(path)
     assert diff_outputs(expected, json.loads(lines[0][len("RESULT"):])) is None
+
+
+def test_restart_with_an_incompatible_window_is_refused_naming_it(spark, tmp_path):
+    from eventtime.compat import IncompatibleRestartError
+
+    source, checkpoint = tmp_path / "in", str(tmp_path / "chk")
+    source.mkdir()
+    _write(str(source), "000.json", [{"user_id": "u", "amount": 1.0, "ts": str(NOW)}])
+
+    def start(window, alerter=None):
+        events = spark.readStream.schema("user_id STRING, amount DOUBLE, ts STRING").json(str(source))
+        out = events.transform(eventtime.with_event_time("ts", unit="ms", now=NOW)).transform(
+            eventtime.window_aggregate(keys=["user_id"], window=window, aggregations=[eventtime.count()]))
+        return eventtime.route(out, panes=lambda *a: None, alerter=alerter).start(checkpoint=checkpoint)
+
+    query = start(eventtime.Tumbling("1 minute"))
+    _drain(query, 0)
+    query.stop()
+    with pytest.raises(IncompatibleRestartError, match="window"):
+        start(eventtime.Tumbling("2 minutes"))
+    query = start(eventtime.Tumbling("1 minute"), alerter=_Alerter())  # alerter changes are compatible
+    query.stop()

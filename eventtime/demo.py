@@ -197,6 +197,7 @@ def run_demo(
 
     from .alerts import Alerter
     from .cli import main as cli_main
+    from .compat import CheckpointMissingError
     from .spark import local_session
 
     def say(line: str) -> None:
@@ -229,18 +230,15 @@ def run_demo(
     router = demo_pipeline(spark, stream, output, alerter=alerter)
     files = len([f for f in os.listdir(os.path.join(output, "input")) if f.endswith(".json")])
     started = time.monotonic()
-    from .compat import CheckpointMissingError
-
     try:
         ran = _run_query(router, checkpoint, files, say, timeout_s)
     except CheckpointMissingError as exc:
-        alerter.close()
         raise DemoError(f"{exc} (demo: add --fresh-start to discard the old tables and start over)") from exc
     except Exception as exc:
         alerter.on_failure(exc.__cause__ if isinstance(exc, DemoError) and exc.__cause__ else exc, checkpoint=checkpoint)
-        alerter.close()
         raise
-    alerter.close()
+    finally:
+        alerter.close()
     say(f"  {ran} micro-batch(es) run in {time.monotonic() - started:.1f} s" + ("" if ran else " (already complete)"))
 
     panes = _read_delta(os.path.join(output, "results"))

@@ -8,17 +8,43 @@ from null — are ignored by every built-in aggregation except :func:`count`.
 from __future__ import annotations
 
 import builtins
+import decimal
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-__all__ = ["Aggregation", "count", "sum", "min", "max", "mean", "first", "last", "aggregate"]
+__all__ = ["Aggregation", "count", "sum", "min", "max", "mean", "first", "last", "aggregate", "mean_of"]
 
 BUILTIN_KINDS = ("count", "sum", "min", "max", "mean", "first", "last")
 
 
 def _is_null(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def mean_of(total: Any, n: int) -> float:
+    """The mean of ``n`` values whose exact sum is ``total``, as a float (one rounding).
+
+    Integer sums divide exactly (Python's ``int / int`` rounds once, also above 2**53),
+    decimals in 100-digit precision; both engines use this rule.
+
+    >>> mean_of(2**53 + 1, 1), mean_of(decimal.Decimal("0.1"), 3)
+    (9007199254740992.0, 0.03333333333333333)
+    """
+    if isinstance(total, decimal.Decimal):
+        with decimal.localcontext() as ctx:
+            ctx.prec = 100
+            return float(total / n)
+    return total / n
+
+
+def _exact_add(a: Any, b: Any) -> Any:
+    """``a + b``; decimals in 100-digit precision (the default context rounds at 28 digits)."""
+    if isinstance(a, decimal.Decimal) or isinstance(b, decimal.Decimal):
+        with decimal.localcontext() as ctx:
+            ctx.prec = 100
+            return a + b
+    return a + b
 
 
 def _check_name(value: object, parameter: str) -> None:
@@ -95,13 +121,13 @@ class Aggregation:
         if kind == "udaf":
             return self._merge(a, b)
         if kind == "mean":
-            return (a[0] + b[0], a[1] + b[1])
+            return (_exact_add(a[0], b[0]), a[1] + b[1])
         if a is None:
             return b
         if b is None:
             return a
         if kind == "sum":
-            return a + b
+            return _exact_add(a, b)
         if kind in ("min", "first"):
             return builtins.min(a, b)
         return builtins.max(a, b)  # max, last
@@ -111,7 +137,7 @@ class Aggregation:
         if kind == "udaf":
             return self._result(acc)
         if kind == "mean":
-            return acc[0] / acc[1] if acc[1] else None
+            return mean_of(acc[0], acc[1]) if acc[1] else None
         if kind in ("first", "last"):
             return None if acc is None else acc[1]
         return acc

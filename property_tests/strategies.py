@@ -63,3 +63,102 @@ def flushed(scenario: dict) -> dict:
     """The scenario plus a last batch whose heartbeat purges every window."""
     flush = {"ts": NOW_MS + MAX_FUTURE_MS, "heartbeat": True}
     return {**scenario, "batches": [*scenario["batches"], [flush]]}
+
+
+# ----------------------------------------------------------------------------------------
+# Typed rows: what users' tables hold (integers of every width, values above 2**53, decimals,
+# booleans, dates, timestamps, strings; nulls in every column, keys and partitions included).
+# ----------------------------------------------------------------------------------------
+
+import datetime as _dt
+from decimal import Decimal
+
+TYPED_COLUMNS = (
+    # name, Spark DDL type
+    ("rid", "bigint"),
+    ("k_int", "int"),
+    ("k_big", "bigint"),
+    ("k_str", "string"),
+    ("k_dec", "decimal(18,3)"),
+    ("k_bool", "boolean"),
+    ("k_date", "date"),
+    ("k_ts", "timestamp"),
+    ("ts", "bigint"),
+    ("hb", "boolean"),
+    ("part", "int"),
+    ("off", "bigint"),
+    ("v_big", "bigint"),
+    ("v_small", "smallint"),
+    ("v_dec", "decimal(20,4)"),
+    ("v_dbl", "double"),
+    ("v_date", "date"),
+    ("v_ts", "timestamp"),
+    ("v_str", "string"),
+    ("v_bool", "boolean"),
+)
+TYPED_KEY_SETS = (("k_big",), ("k_int", "k_str"), ("k_dec", "k_bool"), ("k_date",), ("k_ts", "k_big"))
+_UTC = _dt.timezone.utc
+_BIG = [2**53, 2**53 + 1, -(2**53) - 3, 2**63 - 1, -(2**63), 0, 7]
+_SUMMABLE_BIG = [2**53 + 1, 2**53, -(2**53) - 3, 2**58 + 7, -(2**58), 0, 5]  # sums of <= 32 stay in int64
+_TYPED_VALUES = {
+    "k_int": [1, 2, -(2**31), 2**31 - 1],
+    "k_big": _BIG,
+    "k_str": ["a", "", "ü"],
+    "k_dec": [Decimal("0.000"), Decimal("123456789012345.678"), Decimal("-0.001")],
+    "k_bool": [True, False],
+    "k_date": [_dt.date(1970, 1, 1), _dt.date(2024, 2, 29), _dt.date(9999, 12, 31)],
+    "k_ts": [_dt.datetime(2024, 5, 1, 1, 0, tzinfo=_UTC), _dt.datetime(1900, 1, 1, 0, 0, 0, 1, tzinfo=_UTC)],
+    "part": [0, 1, 2, 2**31 - 1],
+    "off": [0, 2**53 + 1, 2**63 - 1],
+    "v_big": _SUMMABLE_BIG,
+    "v_small": [-(2**15), 2**15 - 1, 3],
+    "v_dec": [Decimal("1.5000"), Decimal("9999999999999999.9999"), Decimal("-0.0001")],
+    "v_dbl": [0.1, -2.5, 1e300],
+    "v_date": [_dt.date(2000, 1, 1), _dt.date(2024, 5, 1)],
+    "v_ts": [_dt.datetime(2024, 5, 1, 9, 0, 0, 123456, tzinfo=_UTC), _dt.datetime(2262, 4, 12, tzinfo=_UTC)],
+    "v_str": ["x", "y", '"quoted"'],
+    "v_bool": [True, False],
+}
+
+
+@st.composite
+def typed_rows(draw, clock_ms: int, rid: int, keys: tuple):
+    kind = draw(st.sampled_from(["data"] * 8 + ["heartbeat", "invalid"]))
+    row = {name: None for name, _ in TYPED_COLUMNS}
+    row["rid"] = rid
+    row["hb"] = kind == "heartbeat"
+    if kind == "invalid":
+        row["ts"] = draw(st.sampled_from([None, 0, -5, NOW_MS + MAX_FUTURE_MS + 1]))
+    else:
+        row["ts"] = max(1, clock_ms + draw(st.integers(min_value=-6000, max_value=1500)))
+    row["part"] = draw(st.sampled_from([None, *_TYPED_VALUES["part"]]))
+    if kind == "heartbeat":
+        return row
+    row["off"] = draw(st.sampled_from([None, *_TYPED_VALUES["off"]]))
+    for name in keys:
+        row[name] = draw(st.sampled_from([None, *_TYPED_VALUES[name][:2]]))  # few keys: panes collide
+    for name, values in _TYPED_VALUES.items():
+        if name.startswith("v_"):
+            row[name] = draw(st.sampled_from([None, *values]))
+    return row
+
+
+@st.composite
+def typed_scenarios(draw, max_batches: int = 4, max_records: int = 6):
+    """Typed micro-batches: ``{"keys", "window", ..., "batches": [[row, ...], ...]}`` (rows: TYPED_COLUMNS)."""
+    keys = draw(st.sampled_from(TYPED_KEY_SETS))
+    rid = iter(range(10**9))
+    batches = []
+    clock = draw(st.integers(min_value=1000, max_value=5000))
+    for _ in range(draw(st.integers(min_value=1, max_value=max_batches))):
+        batches.append([draw(typed_rows(clock, next(rid), keys)) for _ in range(draw(st.integers(0, max_records)))])
+        clock += draw(st.integers(min_value=0, max_value=2500))
+    return {
+        "keys": keys,
+        "window": draw(windows()),
+        "max_out_of_orderness_ms": draw(st.sampled_from([0, 500, 1000])),
+        "allowed_lateness_ms": draw(st.sampled_from([0, 1000, 2500])),
+        "accumulation": draw(st.sampled_from(["accumulating", "discarding"])),
+        "emit": draw(st.sampled_from(["on_time_and_late", "final_only"])),
+        "batches": batches,
+    }

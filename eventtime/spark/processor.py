@@ -28,6 +28,8 @@ unit tests.
 
 from __future__ import annotations
 
+import builtins
+import decimal
 import json
 import math
 import pickle
@@ -39,7 +41,8 @@ import pandas as pd
 
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from ..aggregations import Aggregation
+from .._json import row_json, to_python
+from ..aggregations import Aggregation, mean_of
 from ..timestamps import TOO_LATE
 from ..trigger import DISCARDING, FINAL, FINAL_ONLY, LATE, ON_TIME
 
@@ -104,9 +107,6 @@ class EngineSpec:
     # Operator-input name of the raw event-time column: the raw text of late records is
     # rendered from it (only invalid records ship their raw text from Spark).
     ts_column: Optional[str] = None
-    # Operator-input names of the partition / offset columns (None: not configured).
-    partition_column: Optional[str] = None
-    offset_column: Optional[str] = None
     # Heartbeat flag column (None: no heartbeats); the raw event-time column when it already
     # is the event time in ms (integral, unit ms) so that no parsed copy is shipped.
     heartbeat_column: Optional[str] = None
@@ -225,17 +225,7 @@ class Accumulators:
             ok = ~null
             out[f"n{i}"] = np.bincount(codes[ok], minlength=ngroups).astype(np.int64)
             if agg.kind in ("sum", "mean"):
-                vals = values.to_numpy()
-                if vals.dtype == object:
-                    vals = pd.to_numeric(values).to_numpy()
-                if vals.dtype.kind in "iub":
-                    sums = np.zeros(ngroups, dtype=np.int64)
-                    np.add.at(sums, codes, vals.astype(np.int64))
-                else:
-                    # Sequential float addition in record order, like the reference model.
-                    sums = np.zeros(ngroups, dtype=np.float64)
-                    np.add.at(sums, codes[ok], vals[ok].astype(np.float64))
-                out[f"s{i}"] = sums
+                out[f"s{i}"] = _sum_by_group(values.to_numpy()[ok], codes[ok], ngroups)
             elif agg.kind in ("min", "max"):
                 sub = pd.DataFrame({"g": codes[ok], "v": values[ok].to_numpy()})
                 red = sub.groupby("g", sort=False)["v"].min() if agg.kind == "min" else sub.groupby("g", sort=False)["v"].max()
@@ -263,10 +253,7 @@ class Accumulators:
             return allf.reset_index(drop=True)
         out = {c: groups[c].to_numpy() for c in group_cols}
         for col in self.additive:
-            vals = allf[col].to_numpy()
-            acc = np.zeros(ngroups, dtype=vals.dtype if vals.dtype.kind in "iuf" else np.float64)
-            np.add.at(acc, codes, vals)
-            out[col] = acc
+            out[col] = _sum_by_group(allf[col].to_numpy(), codes, ngroups)
         for i in self.mins + self.maxs:
             n = allf[f"n{i}"].to_numpy()
             out[f"n{i}"] = np.bincount(codes, weights=n, minlength=ngroups).astype(np.int64)
@@ -312,13 +299,12 @@ class Accumulators:
             else:
                 n = accs[f"n{i}"].to_numpy()
                 empty = n <= 0
-                if agg.kind in ("sum", "mean"):
+                if agg.kind == "mean":
+                    res[agg.name] = _obj([None if c <= 0 else mean_of(t, c) for t, c in zip(_py_list(accs[f"s{i}"]), n.tolist())])
+                elif agg.kind == "sum":
                     vals = accs[f"s{i}"].to_numpy()
-                    if agg.kind == "mean":
-                        with np.errstate(divide="ignore", invalid="ignore"):
-                            vals = vals.astype(np.float64) / np.where(empty, 1, n)
-                    elif agg.column in self.integral:
-                        vals = vals.astype(np.int64)
+                    if agg.column in self.integral:
+                        vals = _checked_int64(vals, agg.name)
                     if empty.any():
                         vals = vals.astype(object)
                         vals[empty] = None
@@ -331,6 +317,44 @@ class Accumulators:
 
 
 _MISSING = object()
+_INT64_MAX = 2**63 - 1
+
+
+def _sum_by_group(vals: np.ndarray, codes: np.ndarray, ngroups: int) -> np.ndarray:
+    """Per-group sums of non-null ``vals``, in record order, without a float round trip.
+
+    Integers stay int64 while no sum can overflow, else Python ints (object); decimals are
+    added as ``Decimal`` with enough precision for any Spark decimal; floats as float64.
+    """
+    if vals.dtype.kind in "iub":
+        ints = vals.astype(np.int64, copy=False)
+        bound = builtins.max(abs(int(ints.max())), abs(int(ints.min()))) * len(ints) if len(ints) else 0
+        if bound <= _INT64_MAX:
+            sums = np.zeros(ngroups, dtype=np.int64)
+            np.add.at(sums, codes, ints)
+            return sums
+        vals = ints.astype(object)
+    if vals.dtype.kind == "f":
+        sums = np.zeros(ngroups, dtype=np.float64)
+        np.add.at(sums, codes, vals)
+        return sums
+    if len(vals) and all(isinstance(v, float) for v in vals.tolist()):
+        return _sum_by_group(vals.astype(np.float64), codes, ngroups)
+    sums = np.zeros(ngroups, dtype=object)
+    with decimal.localcontext() as ctx:
+        ctx.prec = 100
+        np.add.at(sums, codes, vals)
+    return sums
+
+
+def _checked_int64(vals: np.ndarray, name: str) -> np.ndarray:
+    """Integer sums as int64; a sum outside the bigint range fails like Spark's ANSI ``sum``."""
+    if vals.dtype.kind in "iu":
+        return vals.astype(np.int64, copy=False)
+    for v in vals.tolist():
+        if v is not None and not -_INT64_MAX - 1 <= int(v) <= _INT64_MAX:
+            raise OverflowError(f"aggregation {name!r}: the sum {v} is outside the bigint range (Spark's sum overflows too)")
+    return np.asarray([int(v) for v in vals.tolist()], dtype=np.int64)
 
 
 def _column(values: Any, n: int) -> np.ndarray:
@@ -361,10 +385,7 @@ def _obj(values: list) -> np.ndarray:
 
 
 def _py(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if value is pd.NA or value is pd.NaT:
-        return None
+    value = to_python(value)
     if isinstance(value, float) and math.isnan(value):
         return None
     return value
@@ -630,10 +651,8 @@ class WindowLogic:
                 hb = np.zeros(len(rows), dtype=bool)
             rows[C_CLS] = np.where(invalid, CLS_INVALID, np.where(hb, CLS_HEARTBEAT, CLS_DATA)).astype(np.int8)
         if C_MS not in rows:
-            col = rows[spec.ms_column]
-            if col.dtype.kind == "f":
-                col = col.fillna(0)
-            rows[C_MS] = col.to_numpy().astype(np.int64)
+            # invalid rows (null event time) are never read as data; 0 stands in for them
+            rows[C_MS] = rows[spec.ms_column].to_numpy(dtype=np.int64, na_value=0)
         return rows
 
     def _add(self, state: BucketState, meta: dict, rows: pd.DataFrame, ts: np.ndarray, watermark: int, out: list) -> None:
@@ -704,9 +723,8 @@ class WindowLogic:
         out.append(self._panes(accs, LATE, indexes, [False] * len(accs), watermark))
 
     def _stats(self, rows: pd.DataFrame, cls: np.ndarray, watermark: int) -> pd.DataFrame:
-        part_col = self.spec.partition_column or C_PART
-        if part_col in rows:
-            codes, uniques = pd.factorize(rows[part_col], use_na_sentinel=False)
+        if C_PART in rows:
+            codes, uniques = pd.factorize(rows[C_PART], use_na_sentinel=False)
             names = [None if _py(u) is None else str(_py(u)) for u in (uniques.tolist() if hasattr(uniques, "tolist") else list(uniques))]
         else:
             codes, names = np.zeros(len(rows), dtype=np.int64), [None]
@@ -739,10 +757,9 @@ class WindowLogic:
         # Spark reports 0 before the first watermark: no watermark yet (null), as in the
         # contract; a real one is >= 1 once a late record exists (t >= min_valid >= 1).
         cols["watermark"] = [watermark if watermark > 0 else None] * n
-        part_col = spec.partition_column or C_PART
-        cols["partition"] = [None if v is None else str(v) for v in _py_list(rows[part_col])] if part_col in rows else [None] * n
-        off_col = spec.offset_column or C_OFF
-        cols["offset"] = [None if v is None else int(v) for v in _py_list(rows[off_col])] if off_col in rows else [None] * n
+        # Spark ships the partition as text (its own cast) and the offset as bigint.
+        cols["partition"] = _py_list(rows[C_PART]) if C_PART in rows else [None] * n
+        cols["offset"] = _py_list(rows[C_OFF]) if C_OFF in rows else [None] * n
         cols["payload"] = _payloads(rows, spec.payload_columns)
         if late:
             ts = rows[C_MS].to_numpy().astype(np.int64)
@@ -783,24 +800,12 @@ def _raw_text(value: Any) -> Optional[str]:
     return str(value)
 
 
-def _json_value(value: Any) -> Any:
-    value = _py(value)
-    if isinstance(value, (pd.Timestamp,)):
-        return value.isoformat()
-    if isinstance(value, (bytes, bytearray)):
-        return value.hex()
-    if isinstance(value, np.ndarray):
-        return [_json_value(v) for v in value.tolist()]
-    return value
-
-
 def _payloads(rows: pd.DataFrame, columns: Sequence[tuple[str, str]]) -> list[str]:
+    """The whole original row as exact JSON (eventtime._json), one string per row."""
     present = [(c, name) for c, name in columns if c in rows]
-    data = [rows[c].astype(object).tolist() for c, _ in present]
-    return [
-        json.dumps({name: _json_value(v) for (_, name), v in zip(present, values)}, default=str, sort_keys=False)
-        for values in zip(*data)
-    ] if present else ["{}"] * len(rows)
+    names = [name for _, name in present]
+    data = [_py_list(rows[c].astype(object)) for c, _ in present]
+    return [row_json(zip(names, values)) for values in zip(*data)] if present else ["{}"] * len(rows)
 
 
 # ----------------------------------------------------------------------------------------
@@ -874,7 +879,8 @@ def unpack(frames: Iterable[pd.DataFrame]) -> Optional[pd.DataFrame]:
     if not tables:
         return None
     table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    return table.to_pandas()
+    # Integer columns with nulls as Python ints (not float64: 2**53 + 1 must survive).
+    return table.to_pandas(integer_object_nulls=True)
 
 
 # ----------------------------------------------------------------------------------------

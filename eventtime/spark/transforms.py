@@ -29,6 +29,8 @@ from .extract import event_time_settings
 from .processor import (
     C_BUCKET,
     C_MS,
+    C_OFF,
+    C_PART,
     C_RAW,
     C_REASON,
     OUTPUT_FIXED,
@@ -50,6 +52,73 @@ _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _TS_COLUMNS = ("window_start", "window_end", "event_time", "watermark")
 
 
+_NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType)
+_ORDERED = (*_NUMERIC, T.StringType, T.BooleanType, T.DateType, T.TimestampType, T.TimestampNTZType, T.BinaryType)
+
+
+def _check_keys(keys: Any) -> list[str]:
+    if isinstance(keys, str):
+        keys = [keys]
+    if not isinstance(keys, (list, tuple)):
+        raise TypeError(f"keys must be a column name or a list of column names, got {type(keys).__name__} {keys!r}")
+    for i, key in enumerate(keys):
+        if not isinstance(key, str):
+            raise TypeError(f"keys[{i}] must be a column name (str), got {type(key).__name__} {key!r}")
+    duplicated = sorted({k for k in keys if list(keys).count(k) > 1})
+    if duplicated:
+        raise ValueError(f"keys must be distinct, {duplicated} appear more than once")
+    return list(keys)
+
+
+def _check_columns(
+    schema: T.StructType,
+    user_cols: list[str],
+    keys: list[str],
+    aggregations: Sequence[Aggregation],
+    partition_col: Optional[str],
+    offset_col: Optional[str],
+    heartbeat_col: Optional[str],
+) -> None:
+    """Every column window_aggregate reads exists and has a type it can use (before the query starts)."""
+
+    def need(parameter: str, column: str) -> T.DataType:
+        if column not in user_cols:
+            raise ValueError(f"window_aggregate: {parameter} names column {column!r}, which is not in the input; columns: {user_cols}")
+        return schema[column].dataType
+
+    for i, key in enumerate(keys):
+        need(f"keys[{i}]", key)
+    for i, agg in enumerate(aggregations):
+        if agg.column is None:
+            continue
+        dtype = need(f"aggregations[{i}] ({agg.kind} {agg.name!r})", agg.column)
+        if agg.kind in ("sum", "mean") and not isinstance(dtype, _NUMERIC):
+            raise TypeError(
+                f"aggregations[{i}]: {agg.kind}({agg.column!r}) needs a numeric column, but {agg.column!r} is "
+                f"{dtype.simpleString()}; cast it first (e.g. F.col({agg.column!r}).cast('double'))"
+            )
+        if agg.kind in ("min", "max") and not isinstance(dtype, _ORDERED):
+            raise TypeError(
+                f"aggregations[{i}]: {agg.kind}({agg.column!r}) needs an orderable column (number, string, boolean, "
+                f"date, timestamp, binary), but {agg.column!r} is {dtype.simpleString()}"
+            )
+    if partition_col is not None:
+        dtype = need("partition_col", partition_col)
+        if isinstance(dtype, (T.ArrayType, T.MapType, T.StructType)):
+            raise TypeError(f"partition_col {partition_col!r} must be a plain column (int, string, ...), got {dtype.simpleString()}")
+    if offset_col is not None:
+        dtype = need("offset_col", offset_col)
+        if not isinstance(dtype, _INTEGRAL):
+            raise TypeError(f"offset_col {offset_col!r} must be an integer column (the source offset), got {dtype.simpleString()}")
+    if heartbeat_col is not None:
+        dtype = need("heartbeat_col", heartbeat_col)
+        if not isinstance(dtype, T.BooleanType):
+            raise TypeError(
+                f"heartbeat_col {heartbeat_col!r} must be a boolean column (true on heartbeat rows), got "
+                f"{dtype.simpleString()}; e.g. F.col({heartbeat_col!r}) == 1"
+            )
+
+
 def _agg_type(agg: Aggregation, schema: T.StructType, result_types: dict) -> T.DataType:
     if agg.name in result_types:
         t = result_types[agg.name]
@@ -58,6 +127,8 @@ def _agg_type(agg: Aggregation, schema: T.StructType, result_types: dict) -> T.D
         return T.LongType()
     source = schema[agg.column].dataType
     if agg.kind == "sum":
+        if isinstance(source, T.DecimalType):  # Spark's own rule for sum(decimal(p, s))
+            return T.DecimalType(min(38, source.precision + 10), source.scale)
         return T.LongType() if isinstance(source, _INTEGRAL) else T.DoubleType()
     if agg.kind == "mean":
         return T.DoubleType()
@@ -92,18 +163,32 @@ def window_aggregate(
     invalid record and per-partition statistic (column ``kind``); give it to :func:`route`.
     ``result_types`` gives the Spark type of user-defined aggregations (default double).
     """
-    if isinstance(keys, str):
-        keys = [keys]
-    keys = list(keys)
-    aggregations = tuple(aggregations) if aggregations is not None else (_agg.count(),)
+    keys = _check_keys(keys)
+    aggregations = tuple(aggregations) if isinstance(aggregations, (list, tuple)) else (
+        (_agg.count(),) if aggregations is None else aggregations
+    )
     lateness_ms = to_ms(allowed_lateness, "allowed_lateness")
+    # Window, aggregations (objects, distinct names), lateness and modes, before any Spark work.
+    EngineConfig(window, aggregations, allowed_lateness_ms=lateness_ms, accumulation=accumulation, emit=emit)
+    if result_types is not None and not isinstance(result_types, dict):
+        raise TypeError(f"result_types must be a dict of aggregation name -> Spark type, got {result_types!r}")
     result_types = dict(result_types or {})
-    if isinstance(num_buckets, bool) or not isinstance(num_buckets, int) or num_buckets < 1:
-        raise ValueError(f"num_buckets must be a positive int, got {num_buckets!r}")
+    if isinstance(num_buckets, bool) or not isinstance(num_buckets, int):
+        raise TypeError(f"num_buckets must be an int, got {type(num_buckets).__name__} {num_buckets!r}")
+    if num_buckets < 1:
+        raise ValueError(f"num_buckets must be >= 1, got {num_buckets}")
+    for parameter, value in (("partition_col", partition_col), ("offset_col", offset_col), ("heartbeat_col", heartbeat_col)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{parameter} must be a column name (str) or None, got {type(value).__name__} {value!r}")
     reserved = {name for name, _ in OUTPUT_FIXED}
-    for name in keys + [a.name for a in aggregations]:
-        if name in reserved or name.startswith("__et_"):
-            raise ValueError(f"column name {name!r} clashes with an output column of window_aggregate; rename it")
+    for parameter, names in (("keys", keys), ("aggregations (output names)", [a.name for a in aggregations])):
+        for name in names:
+            if name in reserved or name.startswith(("__et_", "et__")):
+                raise ValueError(
+                    f"{parameter}: column name {name!r} is reserved: the output and the late-data table have a "
+                    f"column of that name ({', '.join(sorted(reserved))}). Rename it first, e.g. "
+                    f"df.withColumnRenamed({name!r}, 'source_{name}')"
+                )
 
     def apply(df: DataFrame) -> DataFrame:
         settings = event_time_settings(df)
@@ -119,10 +204,8 @@ def window_aggregate(
             max_future_ms=settings.get("max_future_ms", 0),
         )
         user_cols = [c for c in df.columns if not c.startswith("__et_")]
-        for col in keys + [a.column for a in aggregations if a.column] + [c for c in (partition_col, offset_col, heartbeat_col) if c]:
-            if col not in user_cols:
-                raise ValueError(f"window_aggregate: column {col!r} not found; columns: {user_cols}")
         schema = df.schema
+        _check_columns(schema, user_cols, keys, aggregations, partition_col, offset_col, heartbeat_col)
         internal = {c: f"et__u{i}" for i, c in enumerate(user_cols)}
         integral = frozenset(
             internal[a.column] for a in aggregations if a.column and isinstance(schema[a.column].dataType, _INTEGRAL)
@@ -142,8 +225,6 @@ def window_aggregate(
             integral_columns=integral,
             key_names=tuple(keys),
             ts_column=internal.get(settings.get("column")),
-            partition_column=internal[partition_col] if partition_col else None,
-            offset_column=internal[offset_col] if offset_col else None,
             heartbeat_column=internal[heartbeat_col] if heartbeat_col else None,
         )
         key_fields = [T.StructField(k, schema[k].dataType) for k in keys]
@@ -162,6 +243,11 @@ def window_aggregate(
             and not settings.get("string_fallback")
         )
         extra = [] if ts_is_ms else [F.coalesce(F.col("__et_ms"), F.lit(0)).cast("long").alias(C_MS)]
+        # The partition as Spark's own text of it, the offset as bigint (both exact).
+        if partition_col:
+            extra.append(F.col(partition_col).cast("string").alias(C_PART))
+        if offset_col:
+            extra.append(F.col(offset_col).cast("long").alias(C_OFF))
         # The hash bucket is computed in the JVM (xxhash64; an int column costs less to ship
         # than hashing the keys in Python, measured).
         bucket = F.pmod(F.xxhash64(*[F.col(k) for k in keys]) if keys else F.lit(0), F.lit(num_buckets)).cast("int")

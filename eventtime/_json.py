@@ -1,0 +1,99 @@
+"""Exact JSON text of a row's values (the late table's ``payload`` and ``key`` columns).
+
+Pure Python. ``json.dumps`` alone would turn a ``Decimal`` into a quoted string (or a float)
+and has no rule for dates and timestamps; this renders every value a Spark column can hold
+without a float round trip:
+
+* integers of any width as JSON integers, ``Decimal`` as a JSON number with its scale;
+* finite floats with Python's shortest repr, NaN / Infinity as the strings Spark writes;
+* dates as ``"YYYY-MM-DD"``, timestamps as ISO-8601 in UTC (``"2024-05-01T01:00:00+00:00"``);
+* bytes as hex, arrays and structs recursively, anything else as its ``str``.
+
+>>> from decimal import Decimal
+>>> row_json([("id", 2**53 + 1), ("amount", Decimal("12.50")), ("ok", None)])
+'{"id": 9007199254740993, "amount": 12.50, "ok": null}'
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+from decimal import Decimal
+from typing import Any, Iterable
+
+__all__ = ["render_value", "row_json", "to_python"]
+
+
+def to_python(value: Any) -> Any:
+    """A numpy / pandas scalar as the plain Python value it stands for (``None`` for NA/NaT)."""
+    if value is None:
+        return None
+    module = type(value).__module__
+    if module.startswith("pandas"):
+        import pandas as pd
+
+        if value is pd.NA or value is pd.NaT:
+            return None
+        if isinstance(value, pd.Timestamp):
+            return value
+    if module == "numpy":
+        import numpy as np
+
+        if isinstance(value, np.datetime64):
+            import pandas as pd
+
+            return None if np.isnat(value) else pd.Timestamp(value)
+        if isinstance(value, np.generic):
+            return value.item()
+    return value
+
+
+def _timestamp_text(value: _dt.datetime) -> str:
+    if value.tzinfo is not None:
+        value = value.astimezone(_dt.timezone.utc)
+    else:
+        value = value.replace(tzinfo=_dt.timezone.utc)
+    return value.isoformat()
+
+
+def render_value(value: Any) -> str:
+    """The JSON text of one value (see the module docstring)."""
+    value = to_python(value)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return '"NaN"'
+        if math.isinf(value):
+            return '"Infinity"' if value > 0 else '"-Infinity"'
+        return repr(value)
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            return json.dumps(str(value))
+        return format(value, "f")
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, _dt.datetime):  # pandas.Timestamp too; before date (a subclass)
+        return json.dumps(_timestamp_text(value))
+    if isinstance(value, _dt.date):
+        return json.dumps(value.isoformat())
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return json.dumps(bytes(value).hex())
+    if isinstance(value, dict):
+        return row_json(value.items())
+    if hasattr(value, "tolist") and not isinstance(value, str):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(render_value(v) for v in value) + "]"
+    return json.dumps(str(value))
+
+
+def row_json(items: Iterable[tuple[str, Any]], sort_keys: bool = False) -> str:
+    """A JSON object of ``(name, value)`` pairs, spaced like ``json.dumps`` (``", "``, ``": "``)."""
+    pairs = sorted(items, key=lambda kv: kv[0]) if sort_keys else list(items)
+    return "{" + ", ".join(json.dumps(str(name)) + ": " + render_value(v) for name, v in pairs) + "}"

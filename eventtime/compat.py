@@ -69,6 +69,13 @@ def check_and_store(checkpoint_dir: str, fingerprint: dict) -> Optional[dict]:
         with open(path, encoding="utf-8") as handle:
             stored = json.load(handle)
         changes = changed_fields(stored, fingerprint)
+        if stored.get("layout") != fingerprint.get("layout"):
+            raise IncompatibleRestartError(
+                f"checkpoint {checkpoint_dir} was written by another eventtime version (checkpoint layout "
+                f"{stored.get('layout', 1)}, this version writes layout {fingerprint.get('layout')}: the query now "
+                "has an end-of-input control source). Its state cannot be migrated: let the old version finish "
+                "the input, or start this version from a new checkpoint (with fresh_start=True over the same tables)."
+            )
         if changes:
             raise IncompatibleRestartError(
                 f"checkpoint {checkpoint_dir} was written with a different configuration; "
@@ -82,3 +89,22 @@ def check_and_store(checkpoint_dir: str, fingerprint: dict) -> Optional[dict]:
         json.dump(fingerprint, handle, indent=2, sort_keys=True)
     os.replace(tmp, path)
     return None
+
+
+ENDED_FILE = "eventtime-end-of-input"
+
+
+def mark_ended(checkpoint_dir: str) -> None:
+    """Record that this checkpoint's query reached the end of its input (every window fired)."""
+    with open(os.path.join(checkpoint_dir, ENDED_FILE), "w", encoding="utf-8") as handle:
+        handle.write("every window was fired and purged at the end of input\n")
+
+
+def check_not_ended(checkpoint_dir: str) -> None:
+    """Refuse to resume a query whose input already ended: its windows fired as final."""
+    if os.path.exists(os.path.join(checkpoint_dir, ENDED_FILE)):
+        raise IncompatibleRestartError(
+            f"checkpoint {checkpoint_dir} belongs to a query that reached the end of its input (end_of_input=True): "
+            "every window was fired as final and purged, so new records would open those windows again and "
+            "write second final panes. Start the next run from a new checkpoint."
+        )

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from .config import EngineConfig
 from .timestamps import TOO_LATE, extract
-from .trigger import DISCARDING, FINAL, FINAL_ONLY, LATE, ON_TIME, is_due, is_expired, next_watermark
+from .trigger import DISCARDING, END_OF_INPUT_MS, FINAL, FINAL_ONLY, LATE, ON_TIME, is_due, is_expired, next_watermark
 from .window import Window
 
 __all__ = ["Record", "Pane", "LateRecord", "InvalidRecord", "BatchResult", "ReferenceEngine"]
@@ -144,7 +144,28 @@ class ReferenceEngine:
                     result.panes.append(self._pane(key, window, st, LATE, is_final=False))
 
         # Step 3: advance the watermark, fire what is due, purge what expired.
-        new_watermark = next_watermark(watermark, max_seen, cfg.max_out_of_orderness_ms)
+        self._advance(next_watermark(watermark, max_seen, cfg.max_out_of_orderness_ms), result)
+        return result
+
+    def end_of_input(self) -> BatchResult:
+        """The input is bounded and has ended: the watermark jumps to ``END_OF_INPUT_MS``.
+
+        Every window still held fires (ON_TIME with ``is_final``, or FINAL) and is purged,
+        as Flink does at the end of a bounded stream (docs/semantics.md, "End of input").
+
+        >>> from eventtime import EngineConfig, Tumbling
+        >>> engine = ReferenceEngine(EngineConfig(Tumbling(3000), min_valid_ms=1))
+        >>> _ = engine.process_batch([Record("k", 1000)], now_ms=10_000)
+        >>> [(p.timing, p.is_final) for p in engine.end_of_input().panes], engine.state_windows()
+        ([('ON_TIME', True)], set())
+        """
+        result = BatchResult(watermark_ms=None)
+        self._advance(END_OF_INPUT_MS, result)
+        return result
+
+    def _advance(self, new_watermark: Optional[int], result: BatchResult) -> None:
+        """Steps 3 and 4: move the watermark, fire what is due, purge what expired."""
+        cfg = self.config
         for (key, window), st in sorted(self._state.items(), key=lambda item: item[0][1]):
             expired = is_expired(window, new_watermark, cfg.allowed_lateness_ms)
             if cfg.emit == FINAL_ONLY:
@@ -154,7 +175,4 @@ class ReferenceEngine:
                 result.panes.append(self._pane(key, window, st, ON_TIME, is_final=expired))
             if expired:
                 del self._state[(key, window)]
-
-        # Step 4.
         self.watermark_ms = result.watermark_ms = new_watermark
-        return result

@@ -19,6 +19,7 @@ __all__ = [
     "ON_TIME_AND_LATE",
     "FINAL_ONLY",
     "EMIT_MODES",
+    "END_OF_INPUT_MS",
     "next_watermark",
     "is_due",
     "is_expired",
@@ -35,6 +36,10 @@ ACCUMULATION_MODES = (ACCUMULATING, DISCARDING)
 ON_TIME_AND_LATE = "on_time_and_late"
 FINAL_ONLY = "final_only"
 EMIT_MODES = (ON_TIME_AND_LATE, FINAL_ONLY)
+
+# The watermark at the end of a bounded input (Flink's Long.MAX_VALUE watermark): every window
+# is due and expired. 9999-12-31T23:59:59.999Z, the largest instant a Spark timestamp holds.
+END_OF_INPUT_MS = 253_402_300_799_999
 
 
 def next_watermark(current_ms: Optional[int], max_event_time_ms: Optional[int], max_out_of_orderness_ms: int) -> Optional[int]:

@@ -44,9 +44,9 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from .._json import row_json, to_python
 from ..aggregations import Aggregation, mean_of
 from ..timestamps import TOO_LATE
-from ..trigger import DISCARDING, FINAL, FINAL_ONLY, LATE, ON_TIME
+from ..trigger import DISCARDING, END_OF_INPUT_MS, FINAL, FINAL_ONLY, LATE, ON_TIME
 
-__all__ = ["EngineSpec", "WindowLogic", "EventTimeProcessor", "CLS_DATA", "CLS_HEARTBEAT", "CLS_INVALID", "OUTPUT_FIXED"]
+__all__ = ["EngineSpec", "WindowLogic", "EventTimeProcessor", "CLS_DATA", "CLS_HEARTBEAT", "CLS_INVALID", "OUTPUT_FIXED", "end_of_input_rows"]
 
 # Row classes of the operator input (column ``__et_cls``).
 CLS_DATA = 0
@@ -465,6 +465,9 @@ class BucketState:
     def register_timer(self, ts: int) -> None:
         self.handle.registerTimer(int(ts))
 
+    def delete_timer(self, ts: int) -> None:
+        self.handle.deleteTimer(int(ts))
+
 
 class WindowLogic:
     """Applies docs/semantics.md to the rows of one bucket (see the module docstring)."""
@@ -598,6 +601,19 @@ class WindowLogic:
             return out
         self.sweep(state, meta, watermark, out)
         self._arm_timer(state, meta)
+        self._save_meta(state, meta)
+        return out
+
+    def end_of_input(self, state: BucketState) -> list[pd.DataFrame]:
+        """The input ended: sweep to END_OF_INPUT_MS (everything fires and is purged), drop the timers."""
+        meta = state.meta()
+        out: list[pd.DataFrame] = []
+        if meta is None:
+            return out
+        self.sweep(state, meta, END_OF_INPUT_MS, out)
+        for ts in meta["timers"]:
+            state.delete_timer(ts)
+        meta["timers"] = []
         self._save_meta(state, meta)
         return out
 
@@ -868,19 +884,29 @@ class Packer:
 pack_by_bucket = Packer()
 
 
-def unpack(frames: Iterable[pd.DataFrame]) -> Optional[pd.DataFrame]:
-    """The rows of the packed frames (see :func:`pack_by_bucket`) as one pandas DataFrame."""
+def unpack(frames: Iterable[pd.DataFrame]) -> tuple[Optional[pd.DataFrame], bool]:
+    """The rows of the packed frames (see :class:`Packer`) as one pandas DataFrame, and whether
+    an end-of-input marker (an empty blob, see :func:`end_of_input_rows`) was among them."""
     import pyarrow as pa
 
     tables = []
+    end = False
     for frame in frames:
         for blob in frame[C_BLOB].tolist():
+            if not len(blob):
+                end = True
+                continue
             tables.append(pa.ipc.open_stream(pa.py_buffer(bytes(blob))).read_all())
     if not tables:
-        return None
+        return None, end
     table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     # Integer columns with nulls as Python ints (not float64: 2**53 + 1 must survive).
-    return table.to_pandas(integer_object_nulls=True)
+    return table.to_pandas(integer_object_nulls=True), end
+
+
+def end_of_input_rows(num_buckets: int) -> list[tuple[int, bytes]]:
+    """One end-of-input marker per bucket, in the packed layout: (bucket, empty blob)."""
+    return [(bucket, b"") for bucket in range(num_buckets)]
 
 
 # ----------------------------------------------------------------------------------------
@@ -918,12 +944,16 @@ class EventTimeProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         t0 = self._clock()
-        batch = unpack(rows)
+        batch, end = unpack(rows)
         t1 = self._clock()
-        if batch is None or not len(batch):
+        # A batch (static) query reports -1: no watermark yet, like a stream's initial 0.
+        watermark = builtins.max(0, int(timerValues.getCurrentWatermarkInMs()))
+        out = [] if batch is None or not len(batch) else self.logic.on_rows(self._state(), batch, watermark)
+        if end:
+            out += self.logic.end_of_input(self._state())
+        if batch is None:
+            yield from (f for f in out if len(f))
             return
-        watermark = int(timerValues.getCurrentWatermarkInMs())
-        out = self.logic.on_rows(self._state(), batch, watermark)
         t = self._times
         t["unpack"] += t1 - t0
         t["rows"] += self._clock() - t1

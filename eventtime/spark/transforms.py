@@ -38,6 +38,7 @@ from .processor import (
     EngineSpec,
     Packer,
     EventTimeProcessor,
+    end_of_input_rows,
 )
 
 __all__ = ["window_aggregate", "route", "Router", "DEFAULT_NUM_BUCKETS", "output_schema"]
@@ -47,6 +48,8 @@ log = logging.getLogger("eventtime.spark")
 # The operator groups rows by a hash bucket of the key (see processor.py). Changing the
 # number of buckets of a running query needs a new checkpoint.
 DEFAULT_NUM_BUCKETS = 8
+# Version of the query's checkpoint layout; a checkpoint of another layout is refused on start.
+STATE_LAYOUT = 2
 _META = "eventtime"
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _TS_COLUMNS = ("window_start", "window_end", "event_time", "watermark")
@@ -264,6 +267,17 @@ def window_aggregate(
         processor = EventTimeProcessor(spec, [f.name for f in out_schema.fields])
         packer = Packer([internal[k] for k in keys], num_buckets)
         packed = operator_input.mapInArrow(packer, PACKED_DDL)
+        # End of input (docs/semantics.md): a static DataFrame is bounded, so its end-of-input
+        # markers are part of it; a stream gets a control stream that Router.start raises.
+        spark = df.sparkSession
+        signal_path = None
+        if df.isStreaming:
+            from .control import control_stream
+
+            control, signal_path = control_stream(spark, num_buckets)
+        else:
+            control = spark.createDataFrame(end_of_input_rows(num_buckets), PACKED_DDL)
+        packed = packed.unionByName(control)
         raw = packed.groupBy(C_BUCKET).transformWithStateInPandas(
             statefulProcessor=processor,
             outputStructType=out_schema,
@@ -272,13 +286,15 @@ def window_aggregate(
         )
         from ..compat import state_fingerprint
 
-        fingerprint = {**state_fingerprint(config, keys), "num_buckets": num_buckets}
+        # layout 2: the plan has the end-of-input control stream (a second source).
+        fingerprint = {**state_fingerprint(config, keys), "num_buckets": num_buckets, "layout": STATE_LAYOUT}
         meta = json.dumps(
             {
                 "fingerprint": fingerprint,
                 "keys": keys,
                 "aggregations": [a.name for a in aggregations],
                 "partition_col": partition_col,
+                "end_of_input_signal": signal_path,
                 "config": {
                     "window": window.to_dict(),
                     "allowed_lateness_ms": config.allowed_lateness_ms,
@@ -384,38 +400,98 @@ class Router:
         self._query_id: Optional[str] = None
         self._watermark_ms: Optional[int] = None
         self._seen_event_time = False
+        self._pane_watermark_ms: Optional[int] = None
         self.last_stats = None
 
     # -- the query ----------------------------------------------------------------------
-    def start(self, checkpoint: str, trigger: Any = None, query_name: Optional[str] = None, fresh_start: bool = False):
+    def start(
+        self,
+        checkpoint: Optional[str] = None,
+        trigger: Any = None,
+        query_name: Optional[str] = None,
+        fresh_start: bool = False,
+        end_of_input: bool = False,
+    ):
         """Start the query. ``trigger``: ``DataStreamWriter.trigger`` keywords, e.g.
         ``{"processingTime": "1 minute"}`` or ``{"availableNow": True}``, or an interval
         string (processing time).
 
         A new (or deleted) local checkpoint whose sinks already hold rows of the pipeline
         raises :class:`~eventtime.compat.CheckpointMissingError` unless ``fresh_start=True``
-        says that a new query over the same tables is intended."""
+        says that a new query over the same tables is intended.
+
+        ``end_of_input=True`` runs a bounded input to its end, as Flink does with a bounded
+        stream: with ``trigger={"availableNow": True}`` it drains the source, then raises the
+        end of input, so every window still held fires (ON_TIME with ``is_final``, or FINAL)
+        and is purged; it blocks until then and returns the finished query (whose checkpoint
+        cannot be resumed). On a static DataFrame (a backfill) it runs the one batch, with no
+        checkpoint, and returns its :class:`~eventtime.monitor.BatchStats`.
+
+        >>> route(out, panes=sink).start("/chk/backfill", trigger={"availableNow": True}, end_of_input=True)  # doctest: +SKIP
+        """
         if isinstance(trigger, str):
             trigger = {"processingTime": trigger}
         if not isinstance(fresh_start, bool):
             raise TypeError(f"fresh_start must be a bool, got {fresh_start!r}")
+        if not isinstance(end_of_input, bool):
+            raise TypeError(f"end_of_input must be a bool, got {type(end_of_input).__name__} {end_of_input!r}")
+        if not self.out.isStreaming:
+            return self._run_static(checkpoint, trigger, end_of_input)
+        if not isinstance(checkpoint, str) or not checkpoint:
+            raise TypeError(f"checkpoint must be a path (str) for a streaming query, got {checkpoint!r}")
+        if end_of_input and not (trigger and (trigger.get("availableNow") or trigger.get("once"))):
+            raise ValueError(
+                f"end_of_input=True needs a bounded run: trigger={{'availableNow': True}}, got trigger={trigger!r} "
+                "(an unbounded stream has no end of input)"
+            )
         self.checkpoint = checkpoint
         local = _local_path(checkpoint)
         if local is not None and not os.path.exists(os.path.join(local, "metadata")):
             self._check_no_orphaned_tables(checkpoint, fresh_start)
         if local is not None and "fingerprint" in self.meta:
             # Refuse to resume state laid out by another window / keys / aggregations / modes.
-            from ..compat import check_and_store
+            from ..compat import check_and_store, check_not_ended
 
             check_and_store(local, self.meta["fingerprint"])
-        writer = self.out.writeStream.foreachBatch(self._handle).option("checkpointLocation", checkpoint)
-        if query_name:
-            writer = writer.queryName(query_name)
-        if trigger:
-            writer = writer.trigger(**trigger)
-        self.query = writer.start()
+            check_not_ended(local)
+
+        def writer():
+            w = self.out.writeStream.foreachBatch(self._handle).option("checkpointLocation", checkpoint)
+            if query_name:
+                w = w.queryName(query_name)
+            return w.trigger(**trigger) if trigger else w
+
+        self.query = writer().start()
         self._query_id = self.query.id
+        if end_of_input:
+            from ..compat import mark_ended
+            from .control import raise_end_of_input
+
+            self.query.awaitTermination()  # raises the query's error, if it failed
+            raise_end_of_input(self.meta["end_of_input_signal"])
+            self.query = writer().start()
+            self.query.awaitTermination()
+            if local is not None:
+                mark_ended(local)
         return self.query
+
+    def _run_static(self, checkpoint: Optional[str], trigger: Any, end_of_input: bool):
+        """A static DataFrame: one batch (id 0) through the sinks, ended by the end of input."""
+        import uuid
+
+        if not end_of_input:
+            raise ValueError(
+                "route(...).start() got a static DataFrame: it is bounded input, run as one batch that ends with "
+                "the end of input (every window fires and is purged). Call start(end_of_input=True)."
+            )
+        if checkpoint is not None or trigger:
+            raise ValueError(
+                f"a static DataFrame runs as one batch and keeps no checkpoint or trigger; got checkpoint={checkpoint!r}, "
+                f"trigger={trigger!r}. Call start(end_of_input=True) alone."
+            )
+        self._query_id = f"batch-{uuid.uuid4()}"
+        self._handle(self.out, 0)
+        return self.last_stats
 
     def _check_no_orphaned_tables(self, checkpoint: str, fresh_start: bool) -> None:
         from ..compat import CheckpointMissingError
@@ -456,7 +532,9 @@ class Router:
         import pyarrow.compute as pc
 
         kind = table.column("kind")
-        panes = table.filter(pc.equal(kind, "pane")).select(
+        all_panes = table.filter(pc.equal(kind, "pane"))
+        self._pane_watermark_ms = pc.max(timestamp_ms(all_panes.column("watermark"))).as_py() if all_panes.num_rows else None
+        panes = all_panes.select(
             [*self.keys, "window_start", "window_end", "pane_timing", "pane_index", "is_final", *self.agg_names]
         )
         records = table.filter(pc.is_in(kind, pa.array(["late", "invalid"])))
@@ -496,6 +574,8 @@ class Router:
                 ms = pc.max(timestamp_ms(table.column("watermark"))).as_py()
                 if ms is not None:
                     self._watermark_ms = ms if self._watermark_ms is None else max(self._watermark_ms, ms)
+        if self._pane_watermark_ms is not None:  # the panes' watermark (END_OF_INPUT_MS at the end)
+            self._watermark_ms = self._pane_watermark_ms if self._watermark_ms is None else max(self._watermark_ms, self._pane_watermark_ms)
         partitions = {
             name: PartitionStats(max_event_time_ms=t, rows=n) for name, (t, n) in parts.items()
         } if self.meta.get("partition_col") else {}

@@ -16,7 +16,7 @@ from transcripts import load_transcript, transcript_paths
 from tws_harness import TwsReplay, run_tws
 
 from eventtime import ReferenceEngine, aggregate, count, first, last, max, mean, min, sum
-from eventtime.scenario import diff_outputs, parse_scenario, run_reference
+from eventtime.scenario import diff_outputs, parse_scenario, render_batch, run_reference
 from property_tests.strategies import flushed, scenarios
 
 SETTINGS = settings(max_examples=250, derandomize=True, deadline=None)
@@ -45,6 +45,22 @@ def test_state_is_empty_after_every_window_expired(scenario):
     for batch in parsed.batches:
         runner.run_batch(batch)
     assert runner.state_rows() == 0
+
+
+@settings(max_examples=100, derandomize=True, deadline=None)
+@given(scenarios(), st.sampled_from([1, 3]))
+def test_end_of_input_equals_reference_and_leaves_no_state(scenario, buckets):
+    """After any sequence, the end of input fires what the model fires, then no state (timers included) is left."""
+    parsed = parse_scenario(scenario)
+    ref = ReferenceEngine(parsed.config)
+    runner = TwsReplay(parsed, num_buckets=buckets)
+    for batch in parsed.batches:
+        ref.process_batch(batch, parsed.now_ms)
+        runner.run_batch(batch)
+    expected = {"batches": [render_batch(ref.end_of_input())]}
+    assert diff_outputs(expected, {"batches": [runner.end_of_input()]}) is None
+    assert runner.state_rows() == 0
+    assert all(not list(runner.tester.handle._timers.listTimers(b)) for b in range(buckets))
 
 
 IDS = aggregate(

@@ -17,6 +17,7 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 
 from eventtime.scenario import Scenario, parse_scenario
 from eventtime.spark.processor import (
+    C_BLOB,
     C_BUCKET,
     C_MS,
     C_OFF,
@@ -29,9 +30,10 @@ from eventtime.spark.processor import (
     EngineSpec,
     EventTimeProcessor,
     Packer,
+    end_of_input_rows,
 )
 from eventtime.timestamps import extract
-from eventtime.trigger import next_watermark
+from eventtime.trigger import END_OF_INPUT_MS, next_watermark
 from eventtime.spark.transforms import OUTPUT_FIXED
 
 KEY, VALUE, RID, HB = "et__u0", "et__u1", "et__u2", "et__u3"
@@ -114,6 +116,17 @@ class TwsReplay:
                 outputs.append(out)
         if raw_panes:
             return self._render(outputs, raw=True)["panes"]
+        return self._render(outputs)
+
+    def end_of_input(self) -> dict:
+        """One end-of-input marker per bucket (what the control stream delivers)."""
+        outputs = []
+        for bucket, blob in end_of_input_rows(self.num_buckets):
+            out = self.tester.testInPandas(bucket, pd.DataFrame({C_BUCKET: [bucket], C_BLOB: [blob]}))
+            if len(out):
+                outputs.append(out)
+        self.watermark = END_OF_INPUT_MS
+        self.seen = True
         return self._render(outputs)
 
     def _render(self, outputs: list, raw: bool = False) -> dict:

@@ -107,13 +107,18 @@ def _record_entry(kind: str, row: dict, keys: tuple, extra: dict) -> dict:
     }
 
 
-def run_reference_typed(sc: dict) -> list[dict]:
+def run_reference_typed(sc: dict, end_of_input: bool = False) -> list[dict]:
+    """One entry per batch; with ``end_of_input`` one more, the end-of-input result."""
     keys = tuple(sc["keys"])
     engine = ReferenceEngine(config_of(sc))
     out = []
+    results = []
     for batch in sc["batches"]:
         records = [Record(tuple(r[k] for k in keys), r["ts"], dict(r), heartbeat=r["hb"], partition=r["part"]) for r in batch]
-        res = engine.process_batch(records, now_ms=NOW_MS)
+        results.append(engine.process_batch(records, now_ms=NOW_MS))
+    if end_of_input:
+        results.append(engine.end_of_input())
+    for res in results:
         out.append(
             {
                 "watermark_ms": res.watermark_ms,
@@ -181,59 +186,63 @@ class SparkTypedRunner:
         panes, self._panes = self._panes, []
         records, self._records = self._records, []
         watermark = _watermark_ms(self.query.lastProgress) if self.router._seen_event_time else None
-        return {"watermark_ms": watermark, "panes": self._render_panes(panes), "records": self._render_records(records)}
-
-    def _render_panes(self, tables: list) -> list[dict]:
-        out = []
-        for t in tables:
-            if not t.num_rows:
-                continue
-            cols = {name: t.column(name).to_pylist() for name in t.column_names}
-            starts, ends = timestamp_ms(t.column("window_start")).to_pylist(), timestamp_ms(t.column("window_end")).to_pylist()
-            for j in range(t.num_rows):
-                out.append(
-                    {
-                        "key": tuple(cols[k][j] for k in self.keys),
-                        "window_start": starts[j],
-                        "window_end": ends[j],
-                        "timing": cols["pane_timing"][j],
-                        "index": cols["pane_index"][j],
-                        "is_final": cols["is_final"][j],
-                        **{a.name: cols[a.name][j] for a in AGGREGATIONS},
-                    }
-                )
-        return out
-
-    def _render_records(self, tables: list) -> list[dict]:
-        out = []
-        for t in tables:
-            if not t.num_rows:
-                continue
-            cols = {name: t.column(name).to_pylist() for name in t.column_names}
-            ets, wms = timestamp_ms(t.column("event_time")).to_pylist(), timestamp_ms(t.column("watermark")).to_pylist()
-            for j in range(t.num_rows):
-                payload = json.loads(cols["payload"][j], parse_float=Decimal)
-                late = cols["kind"][j] == "late"
-                out.append(
-                    {
-                        "kind": cols["kind"][j],
-                        "rid": payload["rid"],
-                        "key": tuple(cols[k][j] for k in self.keys),
-                        "partition": cols["partition"][j],
-                        "offset": cols["offset"][j],
-                        "payload": payload,
-                        "ts": ets[j],
-                        "reason": cols["reason"][j],
-                        "watermark_ms": wms[j] if late else None,
-                    }
-                )
-        return out
+        return {"watermark_ms": watermark, "panes": render_panes(panes, self.keys), "records": render_records(records, self.keys)}
 
     def close(self) -> None:
         try:
             self.query.stop()
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def render_panes(tables: list, keys: tuple) -> list[dict]:
+    """Pane tables (as the sinks get them) as plain Python dicts."""
+    out = []
+    for t in tables:
+        if not t.num_rows:
+            continue
+        cols = {name: t.column(name).to_pylist() for name in t.column_names}
+        starts, ends = timestamp_ms(t.column("window_start")).to_pylist(), timestamp_ms(t.column("window_end")).to_pylist()
+        for j in range(t.num_rows):
+            out.append(
+                {
+                    "key": tuple(cols[k][j] for k in keys),
+                    "window_start": starts[j],
+                    "window_end": ends[j],
+                    "timing": cols["pane_timing"][j],
+                    "index": cols["pane_index"][j],
+                    "is_final": cols["is_final"][j],
+                    **{a.name: cols[a.name][j] for a in AGGREGATIONS},
+                }
+            )
+    return out
+
+
+def render_records(tables: list, keys: tuple) -> list[dict]:
+    """Late / invalid record tables as plain Python dicts (payload parsed exactly)."""
+    out = []
+    for t in tables:
+        if not t.num_rows:
+            continue
+        cols = {name: t.column(name).to_pylist() for name in t.column_names}
+        ets, wms = timestamp_ms(t.column("event_time")).to_pylist(), timestamp_ms(t.column("watermark")).to_pylist()
+        for j in range(t.num_rows):
+            payload = json.loads(cols["payload"][j], parse_float=Decimal)
+            late = cols["kind"][j] == "late"
+            out.append(
+                {
+                    "kind": cols["kind"][j],
+                    "rid": payload["rid"],
+                    "key": tuple(cols[k][j] for k in keys),
+                    "partition": cols["partition"][j],
+                    "offset": cols["offset"][j],
+                    "payload": payload,
+                    "ts": ets[j],
+                    "reason": cols["reason"][j],
+                    "watermark_ms": wms[j] if late else None,
+                }
+            )
+    return out
 
 
 def run_spark_typed(sc: dict, spark, num_buckets: int = 3) -> list[dict]:

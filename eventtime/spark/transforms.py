@@ -473,6 +473,7 @@ class Router:
             self.query.awaitTermination()
             if local is not None:
                 mark_ended(local)
+            os.remove(self.meta["end_of_input_signal"])
         return self.query
 
     def _run_static(self, checkpoint: Optional[str], trigger: Any, end_of_input: bool):

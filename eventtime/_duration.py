@@ -136,3 +136,34 @@ def tz_offset_ms(tz: object, name: str = "tz") -> int:
         raise ValueError(f"{name} must be between UTC-14:00 and UTC+14:00, got {tz!r}")
     offset = (hours_i * 60 + minutes_i) * 60_000
     return -offset if sign == "-" else offset
+
+
+def event_zone(tz: object, name: str = "tz"):
+    """``(tzinfo, Spark zone id)`` of the zone naive timestamps are read in: a fixed offset
+    (``"UTC+8"``, ``"+08:00"``, ``"UTC"``) or an IANA name (``"Asia/Shanghai"``,
+    ``"Europe/Berlin"``); ``None`` for UTC (the default).
+
+    >>> event_zone("UTC+8")[1], event_zone("Europe/Berlin")[1]
+    ('+08:00', 'Europe/Berlin')
+    """
+    if tz is None:
+        return None
+    if not isinstance(tz, str):
+        raise TypeError(f"{name} must be a zone name like 'UTC+8' or 'Asia/Shanghai', got {type(tz).__name__} {tz!r}")
+    text = tz.strip()
+    if _TZ.match(text.lower()) and text:
+        offset = tz_offset_ms(text, name)
+        sign = "-" if offset < 0 else "+"
+        minutes = abs(offset) // 60_000
+        return timezone(timedelta(milliseconds=offset)), f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        if "/" not in text and text not in ("UTC", "GMT"):
+            raise ZoneInfoNotFoundError(text)
+        return ZoneInfo(text), text
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f"{name} must be a fixed UTC offset ('UTC+8', '+08:00') or an IANA zone name ('Asia/Shanghai', "
+            f"'Europe/Berlin'), got {tz!r}"
+        ) from None

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
+from ._duration import event_zone
 from .config import EngineConfig
 from .timestamps import TOO_LATE, extract
 from .trigger import DISCARDING, END_OF_INPUT_MS, FINAL, FINAL_ONLY, LATE, ON_TIME, is_due, is_expired, next_watermark
@@ -80,12 +81,18 @@ class _WindowState:
 class ReferenceEngine:
     """Applies docs/semantics.md one micro-batch at a time."""
 
-    def __init__(self, config: EngineConfig, unit: Optional[str] = None, fmt: Optional[str] = None) -> None:
+    def __init__(
+        self, config: EngineConfig, unit: Optional[str] = None, fmt: Optional[str] = None, tz: Optional[str] = None
+    ) -> None:
+        """``unit``, ``fmt`` and ``tz`` are the timestamp extraction settings of
+        :func:`eventtime.timestamps.parse_timestamp` (``with_event_time`` on Spark)."""
         if not isinstance(config, EngineConfig):
             raise TypeError(f"config must be an EngineConfig, got {type(config).__name__}")
+        event_zone(tz)  # a bad zone fails here, naming "tz"
         self.config = config
         self._unit = unit
         self._fmt = fmt
+        self._tz = tz
         self.watermark_ms: Optional[int] = None
         self._state: dict[tuple[Any, Window], _WindowState] = {}
 
@@ -112,7 +119,7 @@ class ReferenceEngine:
 
         # Steps 1 and 2: classify, then add every valid record to its live windows.
         for record in records:
-            ts_ms, reason = extract(record.ts, now_ms, cfg.min_valid_ms, cfg.max_future_ms, self._unit, self._fmt)
+            ts_ms, reason = extract(record.ts, now_ms, cfg.min_valid_ms, cfg.max_future_ms, self._unit, self._fmt, self._tz)
             if reason is not None:
                 result.invalid.append(InvalidRecord(record, reason))
                 continue

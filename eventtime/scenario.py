@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from . import aggregations as agg
+from ._duration import event_zone
 from .config import EngineConfig
 from .reference import BatchResult, Record, ReferenceEngine
 from .window import Sliding, Tumbling, WindowAssigner
@@ -27,6 +28,7 @@ _TOP_FIELDS = {
     "min_valid_ms",
     "max_future_ms",
     "now_ms",
+    "tz",
     "batches",
 }
 _RECORD_FIELDS = {"key", "ts", "value", "heartbeat", "partition"}
@@ -43,6 +45,7 @@ class Scenario:
     config: EngineConfig
     batches: tuple[tuple[Record, ...], ...]
     now_ms: int
+    tz: Optional[str] = None  # zone of string timestamps without an offset (UTC when None)
 
 
 def _check_fields(obj: Any, allowed: set, where: str) -> None:
@@ -92,6 +95,11 @@ def parse_scenario(data: Any) -> Scenario:
         now_ms = int(time.time() * 1000)
     elif isinstance(now_ms, bool) or not isinstance(now_ms, int):
         raise ScenarioError(f"scenario.now_ms must be an integer epoch millisecond, got {now_ms!r}")
+    tz = data.get("tz")
+    try:
+        event_zone(tz, "scenario.tz")
+    except (TypeError, ValueError) as exc:
+        raise ScenarioError(str(exc)) from None
     if not isinstance(data["batches"], list):
         raise ScenarioError("scenario.batches must be a list of batches (lists of records)")
     batches = []
@@ -111,7 +119,7 @@ def parse_scenario(data: Any) -> Scenario:
                 Record(rec.get("key"), rec["ts"], {"value": rec.get("value")}, heartbeat, rec.get("partition"))
             )
         batches.append(tuple(records))
-    return Scenario(config, tuple(batches), now_ms)
+    return Scenario(config, tuple(batches), now_ms, tz)
 
 
 def load_scenario(path: str) -> Scenario:
@@ -160,7 +168,7 @@ def render_batch(result: BatchResult) -> dict:
 
 def run_reference(scenario: Scenario) -> dict:
     """Replay a scenario through the reference model."""
-    engine = ReferenceEngine(scenario.config)
+    engine = ReferenceEngine(scenario.config, tz=scenario.tz)
     return {"batches": [render_batch(engine.process_batch(batch, scenario.now_ms)) for batch in scenario.batches]}
 
 

@@ -11,7 +11,7 @@ import re
 from datetime import date, datetime, timezone
 from typing import Optional
 
-from ._duration import to_instant_ms
+from ._duration import event_zone, to_instant_ms
 
 __all__ = [
     "NULL_TIMESTAMP",
@@ -57,22 +57,29 @@ def _number_to_ms(value: float | int, unit: str) -> Optional[int]:
     return math.floor(value * mul / div)
 
 
-def _datetime_to_ms(value: datetime) -> int:
+def _datetime_to_ms(value: datetime, zone=None) -> int:
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
+        # Naive: local time in ``zone`` (UTC by default). fold=0: in a DST gap the offset
+        # before the gap, in an overlap the first (earlier) of the two instants.
+        value = value.replace(tzinfo=zone or timezone.utc)
     delta = value - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
-def parse_timestamp(value: object, unit: Optional[str] = None, fmt: Optional[str] = None) -> tuple[Optional[int], Optional[str]]:
+def parse_timestamp(
+    value: object, unit: Optional[str] = None, fmt: Optional[str] = None, tz: Optional[str] = None
+) -> tuple[Optional[int], Optional[str]]:
     """Parse a raw event time to ``(epoch_ms, None)`` or ``(None, reason)``.
 
     Numbers are in ``unit`` (``s``, ``ms`` — the default —, ``us``, ``ns``) and floored to
-    the millisecond. Strings are ISO-8601 (with or without offset; without one they are UTC)
-    or follow ``fmt`` (a :func:`datetime.strptime` format); with an explicit ``unit`` a
-    numeric string is a number. ``datetime`` values are used as they are (naive means UTC).
+    the millisecond. Strings are ISO-8601 or follow ``fmt`` (a :func:`datetime.strptime`
+    format); with an explicit ``unit`` a numeric string is a number. A value without a zone
+    (a string without an offset, a date, a naive ``datetime``) is local time in ``tz`` (a
+    fixed offset or an IANA name; UTC when ``None``); an explicit offset is kept.
 
     >>> parse_timestamp("2024-01-01T08:00:00+08:00")
+    (1704067200000, None)
+    >>> parse_timestamp("2024-01-01 08:00:00", tz="UTC+8")
     (1704067200000, None)
     >>> parse_timestamp(1704067200, unit="s")
     (1704067200000, None)
@@ -81,6 +88,8 @@ def parse_timestamp(value: object, unit: Optional[str] = None, fmt: Optional[str
     """
     if unit is not None and unit not in UNITS:
         raise ValueError(f"unit must be one of {sorted(UNITS)}, got {unit!r}")
+    zone = event_zone(tz)
+    zone = zone[0] if zone else None
     if value is None:
         return None, NULL_TIMESTAMP
     if isinstance(value, float) and math.isnan(value):
@@ -91,23 +100,23 @@ def parse_timestamp(value: object, unit: Optional[str] = None, fmt: Optional[str
         ms = _number_to_ms(value, unit or "ms")
         return (ms, None) if ms is not None else (None, UNPARSEABLE_TIMESTAMP)
     if isinstance(value, datetime):
-        return _datetime_to_ms(value), None
+        return _datetime_to_ms(value, zone), None
     if isinstance(value, date):
-        return to_instant_ms(value, "ts"), None
+        return _datetime_to_ms(datetime(value.year, value.month, value.day), zone), None
     if isinstance(value, str):
         text = value.strip()
         if text == "":
             return None, NULL_TIMESTAMP
         try:
             if fmt is not None:
-                return _datetime_to_ms(datetime.strptime(text, fmt)), None
+                return _datetime_to_ms(datetime.strptime(text, fmt), zone), None
             if unit is not None and _NUMBER.match(text):
                 number = float(text) if any(c in text for c in ".eE") else int(text)
                 ms = _number_to_ms(number, unit)
                 return (ms, None) if ms is not None else (None, UNPARSEABLE_TIMESTAMP)
             if len(text) < 10:  # not even a full date; fromisoformat would take "2024" and such
                 return None, UNPARSEABLE_TIMESTAMP
-            return _datetime_to_ms(datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))), None
+            return _datetime_to_ms(datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00")), zone), None
         except (ValueError, OverflowError):
             return None, UNPARSEABLE_TIMESTAMP
     return None, UNPARSEABLE_TIMESTAMP
@@ -135,13 +144,14 @@ def extract(
     max_future_ms: int = DEFAULT_MAX_FUTURE_MS,
     unit: Optional[str] = None,
     fmt: Optional[str] = None,
+    tz: Optional[str] = None,
 ) -> tuple[Optional[int], Optional[str]]:
     """Parse and classify: ``(epoch_ms, None)`` for a valid event time, else ``(epoch_ms or None, reason)``.
 
     >>> extract(0, now_ms=1_700_000_000_000)
     (0, 'before_min_valid')
     """
-    ts_ms, reason = parse_timestamp(value, unit=unit, fmt=fmt)
+    ts_ms, reason = parse_timestamp(value, unit=unit, fmt=fmt, tz=tz)
     if reason is not None:
         return None, reason
     return ts_ms, classify(ts_ms, now_ms, min_valid_ms, max_future_ms)

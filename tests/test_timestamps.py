@@ -97,3 +97,41 @@ def test_bogus_timestamps_are_quarantined(value, unit, reason):
     ts_ms, got = extract(value, now_ms=T, unit=unit)
     assert got == reason
     assert ts_ms == parse_timestamp(value, unit=unit)[0]  # the parsed value is kept for the record
+
+
+# --- naive values in a zone (with_event_time(tz=...), the replay contract's "tz") ---------
+import pytest as _pytest
+
+from eventtime.timestamps import parse_timestamp as _parse
+
+_MAY1_0900_CST = 1714525200000  # 2024-05-01T01:00:00Z = 09:00 in UTC+8
+
+
+@_pytest.mark.parametrize("tz", ["UTC+8", "+08:00", "UTC+08:00", "Asia/Shanghai"])
+def test_naive_strings_are_local_time_in_tz(tz):
+    assert _parse("2024-05-01 09:00:00", tz=tz) == (_MAY1_0900_CST, None)
+    assert _parse("2024-05-01T09:00:00.000", tz=tz) == (_MAY1_0900_CST, None)
+    assert _parse("2024-05-01", tz=tz) == (_MAY1_0900_CST - 9 * 3_600_000, None)  # local midnight
+    assert _parse("01/05/2024 09:00", fmt="%d/%m/%Y %H:%M", tz=tz) == (_MAY1_0900_CST, None)
+
+
+def test_explicit_offsets_are_kept_and_the_default_stays_utc():
+    assert _parse("2024-05-01T09:00:00Z", tz="UTC+8") == (1714554000000, None)
+    assert _parse("2024-05-01T09:00:00+02:00", tz="Asia/Shanghai") == (1714546800000, None)
+    assert _parse("2024-05-01 09:00:00") == (1714554000000, None)  # tz=None: UTC, as before
+    assert _parse(1714554000000, tz="UTC+8") == (1714554000000, None)  # epoch numbers are instants
+
+
+def test_dst_gap_and_overlap_in_an_iana_zone():
+    # Europe/Berlin 2024-03-31: 02:00-03:00 does not exist; 02:30 is read with the offset
+    # before the gap (+01:00) = 01:30Z (java.time moves it to 03:30+02:00, the same instant).
+    assert _parse("2024-03-31 02:30:00", tz="Europe/Berlin") == (1711848600000, None)
+    # 2024-10-27: 02:00-03:00 happens twice; the earlier instant (+02:00) = 00:30Z.
+    assert _parse("2024-10-27 02:30:00", tz="Europe/Berlin") == (1729989000000, None)
+    assert _parse("2024-10-27 03:30:00", tz="Europe/Berlin") == (1729996200000, None)  # +01:00
+
+
+@_pytest.mark.parametrize("tz, error", [(8, TypeError), ("UTC+25", ValueError), ("Mars/Olympus", ValueError), ("CEST", ValueError)])
+def test_bad_zones_are_refused_naming_tz(tz, error):
+    with _pytest.raises(error, match="tz"):
+        _parse("2024-05-01 09:00:00", tz=tz)

@@ -43,7 +43,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .._duration import to_instant_ms, to_ms
+from .._duration import event_zone, to_instant_ms, to_ms
 from ..timestamps import (
     BEFORE_MIN_VALID,
     DEFAULT_MAX_FUTURE_MS,
@@ -155,7 +155,14 @@ def _spark_pattern(fmt: str) -> tuple[str, bool]:
     return "".join(out), has_zone
 
 
-def _string_ms(s: Column, unit: Optional[str], fmt: Optional[str], prefix: str) -> _Parse:
+def _local(ts: Column, zone: Optional[str]) -> Column:
+    """A timestamp parsed as if its wall-clock time were UTC, re-read as local time in ``zone``
+    (java.time's rule, the same as Python's fold=0: a time in a DST gap moves forward by the gap,
+    an ambiguous time takes the earlier instant)."""
+    return ts if zone is None else F.to_utc_timestamp(ts, zone)
+
+
+def _string_ms(s: Column, unit: Optional[str], fmt: Optional[str], prefix: str, zone: Optional[str] = None) -> _Parse:
     # The stripped text and the parsed timestamp are columns of their own (stages): inlined,
     # the nested CASE WHENs repeat the ISO regexes ~170 times and the generated Java code
     # outgrows the JVM's 64 KB method limit (Spark then falls back to interpreted code).
@@ -167,8 +174,8 @@ def _string_ms(s: Column, unit: Optional[str], fmt: Optional[str], prefix: str) 
         pattern, has_zone = _spark_pattern(fmt)
         if has_zone:
             stages.append((iso, F.try_to_timestamp(text, F.lit(pattern))))
-        else:  # naive means UTC, whatever the session time zone
-            stages.append((iso, F.try_to_timestamp(F.concat(text, F.lit(" +0000")), F.lit(pattern + " Z"))))
+        else:  # naive: local time in ``zone`` (UTC by default), whatever the session time zone
+            stages.append((iso, _local(F.try_to_timestamp(F.concat(text, F.lit(" +0000")), F.lit(pattern + " Z")), zone)))
         parsed = F.col(iso)
         reason = F.when(empty, F.lit(NULL_TIMESTAMP)).when(parsed.isNull(), F.lit(UNPARSEABLE_TIMESTAMP))
         return _Parse(stages, _ts_ms(parsed), reason)
@@ -176,6 +183,9 @@ def _string_ms(s: Column, unit: Optional[str], fmt: Optional[str], prefix: str) 
     g = lambda n: F.regexp_extract(text, _ISO, n)  # noqa: E731
     frac = F.rpad(F.substring(g(5), 1, 6), 6, "0")
     off = g(6)
+    if zone is not None:  # the offset is read twice: a stage of its own keeps one regexp call
+        stages.append((f"{prefix}_off", off))
+        off = F.col(f"{prefix}_off")
     off_norm = (
         F.when(off == "", F.lit("+00:00"))
         .when(F.upper(off) == "Z", F.lit("+00:00"))
@@ -189,7 +199,8 @@ def _string_ms(s: Column, unit: Optional[str], fmt: Optional[str], prefix: str) 
         F.when(g(3) == "", F.lit("00")).otherwise(g(3)), F.lit(":"),
         F.when(g(4) == "", F.lit("00")).otherwise(g(4)), F.lit("."), frac, off_norm,
     )
-    stages.append((iso, F.when(text.rlike(_ISO), norm.try_cast("timestamp"))))
+    parsed_utc = norm.try_cast("timestamp")
+    stages.append((iso, F.when(text.rlike(_ISO), parsed_utc if zone is None else F.when(off == "", _local(parsed_utc, zone)).otherwise(parsed_utc))))
     parsed = F.col(iso)
     iso_ms = _ts_ms(parsed)
     iso_reason = F.when(parsed.isNull(), F.lit(UNPARSEABLE_TIMESTAMP))
@@ -218,7 +229,7 @@ def _string_ms(s: Column, unit: Optional[str], fmt: Optional[str], prefix: str) 
 
 
 def parse_expr(
-    col: Column, dtype: T.DataType, unit: Optional[str], fmt: Optional[str], prefix: str = "__et_p"
+    col: Column, dtype: T.DataType, unit: Optional[str], fmt: Optional[str], prefix: str = "__et_p", zone: Optional[str] = None
 ) -> _Parse:
     """How to parse a raw column of type ``dtype``: intermediate columns to add first, in
     order (names start with ``prefix``), then the epoch-ms and parse-failure-reason
@@ -232,13 +243,16 @@ def parse_expr(
         ms, reason = F.lit(None).cast("long"), F.lit(UNPARSEABLE_TIMESTAMP)
     elif isinstance(dtype, T.TimestampType):
         ms, reason = _ts_ms(col), F.lit(None).cast("string")
-    elif isinstance(dtype, T.TimestampNTZType):
+    elif isinstance(dtype, T.TimestampNTZType):  # naive: local time in ``zone``
         ms = F.timestamp_diff("MILLISECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), col)
+        ms = ms if zone is None else _ts_ms(_local(F.timestamp_millis(ms), zone))
         reason = F.lit(None).cast("string")
-    elif isinstance(dtype, T.DateType):
-        ms, reason = F.unix_date(col).cast("long") * F.lit(86_400_000), F.lit(None).cast("string")
+    elif isinstance(dtype, T.DateType):  # a date is local midnight in ``zone``
+        ms = F.unix_date(col).cast("long") * F.lit(86_400_000)
+        ms = ms if zone is None else _ts_ms(_local(F.timestamp_millis(ms), zone))
+        reason = F.lit(None).cast("string")
     elif isinstance(dtype, T.StringType):
-        stages, ms, reason = _string_ms(col, unit, fmt, prefix)
+        stages, ms, reason = _string_ms(col, unit, fmt, prefix, zone)
     else:
         ms, reason = F.lit(None).cast("long"), F.lit(UNPARSEABLE_TIMESTAMP)
     reason = F.when(col.isNull(), F.lit(NULL_TIMESTAMP)).otherwise(reason)
@@ -265,6 +279,7 @@ def with_event_time(
     max_future: Any = DEFAULT_MAX_FUTURE_MS,
     now: Any = None,
     corrupt_record_col: Optional[str] = DEFAULT_CORRUPT_RECORD_COL,
+    tz: Optional[str] = None,
     _string_fallback: Optional[str] = None,
 ) -> Callable[[DataFrame], DataFrame]:
     """A ``DataFrame.transform`` step: parse ``column`` to event time, quarantine bogus values, set the watermark.
@@ -281,8 +296,16 @@ def with_event_time(
     (before any timestamp check); a DataFrame without it is unaffected. ``None`` disables the
     check.
 
+    ``tz``: the zone of values that carry none — strings without an offset, ``fmt`` without
+    ``%z``, DATE and TIMESTAMP_NTZ columns — as a fixed offset (``"UTC+8"``, ``"+08:00"``) or
+    an IANA name (``"Asia/Shanghai"``); UTC when ``None``. An explicit offset in a string is
+    kept; TIMESTAMP columns and epoch numbers are instants and unaffected.
+
     >>> events.transform(with_event_time("ts", unit="ms", max_out_of_orderness="30 seconds"))  # doctest: +SKIP
+    >>> events.transform(with_event_time("local_ts", tz="Asia/Shanghai"))  # "2024-05-01 09:00:00" is 01:00Z  # doctest: +SKIP
     """
+    zone = event_zone(tz)
+    zone_id = zone[1] if zone else None
     if unit is not None and unit not in UNITS:
         raise ValueError(f"unit must be one of {sorted(UNITS)}, got {unit!r}")
     if corrupt_record_col is not None and not isinstance(corrupt_record_col, str):
@@ -304,12 +327,12 @@ def with_event_time(
         if column not in df.columns:
             raise ValueError(f"with_event_time: column {column!r} not found; columns: {df.columns}")
         dtype = df.schema[column].dataType
-        main = parse_expr(F.col(column), dtype, unit, fmt, prefix="__et_p")
+        main = parse_expr(F.col(column), dtype, unit, fmt, prefix="__et_p", zone=zone_id)
         stages = list(main.stages)
         ms, reason = main.ms, main.reason
         raw = F.col(column).cast("string")
         if _string_fallback is not None:
-            fb = parse_expr(F.col(_string_fallback), T.StringType(), unit, fmt, prefix="__et_f")
+            fb = parse_expr(F.col(_string_fallback), T.StringType(), unit, fmt, prefix="__et_f", zone=zone_id)
             stages += fb.stages
             use_str = F.col(column).isNull() & F.col(_string_fallback).isNotNull()
             ms = F.when(use_str, fb.ms).otherwise(ms)
@@ -333,6 +356,7 @@ def with_event_time(
             "column": column,
             "unit": unit,
             "fmt": fmt,
+            "tz": tz,
             "max_out_of_orderness_ms": b_ms,
             "min_valid_ms": min_valid_ms,
             "max_future_ms": max_future_ms,

@@ -92,6 +92,7 @@ class ReplayRunner:
                 min_valid=cfg.min_valid_ms,
                 max_future=cfg.max_future_ms,
                 now=scenario.now_ms,
+                tz=scenario.tz,
                 _string_fallback="ts_str",
             )
         )

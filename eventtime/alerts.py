@@ -203,6 +203,7 @@ class Alerter:
             clock=clock,
         )
         self._cooldowns: dict[tuple[str, str], _Cooldown] = {}
+        self._failures_reported: set[tuple[str, str | None]] = set()
         self._client: Any = None
         self._scope: Any = None
         self.dsn = dsn
@@ -311,6 +312,10 @@ class Alerter:
         try:
             error_type = type(error).__name__ if isinstance(error, BaseException) else "error"
             error_type = getattr(error, "error_class", None) or error_type
+            if (error_type, checkpoint) in self._failures_reported:
+                # route()'s listener and the caller may both report the same stop: one event.
+                return None
+            self._failures_reported.add((error_type, checkpoint))
             text = str(error).strip().splitlines()[0][:500] if str(error).strip() else error_type
             data = {"pipeline": self.pipeline, "error_type": error_type, "error": str(error)[:4000], "checkpoint": checkpoint}
             message = f"[{self.pipeline}] pipeline stopped: {error_type}: {text}"

@@ -19,6 +19,8 @@ _CAUSE = re.compile(r"Caused by: ([\w.$]+(?:Exception|Error)[^\n]*)")
 # A Python exception raised in foreachBatch ends its traceback with "module.Class: message".
 _PYTHON = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.M)
 _JVM_PREFIXES = ("py4j.", "java.", "javax.", "org.", "scala.", "com.")
+# The exception line that ends a Python traceback, whatever the class is called.
+_TRACEBACK_END = re.compile(r"Traceback \(most recent call last\):\n(?:[ \t][^\n]*\n)+([A-Za-z_][\w.]*)(?:: ([^\n]*))?")
 
 
 class QueryFailedError(RuntimeError):
@@ -45,7 +47,8 @@ def describe_failure(error: BaseException | str) -> QueryFailedError:
         summary = f"[{error_class}] {message}"
     else:
         error_class = None
-        python = [(n, m) for n, m in _PYTHON.findall(text) if not n.startswith(_JVM_PREFIXES)]
+        python = [(n, m) for n, m in _TRACEBACK_END.findall(text) if not n.startswith(_JVM_PREFIXES)]
+        python = python or [(n, m) for n, m in _PYTHON.findall(text) if not n.startswith(_JVM_PREFIXES)]
         lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
         if python:
             name, message = python[-1]

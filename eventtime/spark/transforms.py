@@ -379,6 +379,21 @@ class Router:
         alerter: Any = None,
         pipeline: str = "eventtime",
     ) -> None:
+        for parameter, sink in (("panes", panes), ("late", late), ("invalid", invalid)):
+            if sink is not None and not callable(sink):
+                raise TypeError(
+                    f"route: {parameter} must be a sink, a callable (table, batch_id, query_id) such as "
+                    f"eventtime.sinks.DeltaResultsSink(path), got {type(sink).__name__} {sink!r}"
+                )
+        if panes is None and late is None and invalid is None:
+            raise ValueError(
+                "route: no sink given (panes, late and invalid are all None): every pane and record would be "
+                "discarded. Give at least one, e.g. panes=DeltaResultsSink(path), late=DeltaLateSink(path)"
+            )
+        if alerter is not None and not callable(getattr(alerter, "on_batch", None)):
+            raise TypeError(f"route: alerter must have on_batch(batch_id, records, stats) (eventtime.Alerter), got {alerter!r}")
+        if not isinstance(pipeline, str) or not pipeline:
+            raise TypeError(f"route: pipeline must be a non-empty string, got {pipeline!r}")
         self.meta = _engine_meta(out)
         self.keys: list[str] = self.meta["keys"]
         self.agg_names: list[str] = self.meta["aggregations"]
@@ -401,6 +416,9 @@ class Router:
         self._watermark_ms: Optional[int] = None
         self._seen_event_time = False
         self._pane_watermark_ms: Optional[int] = None
+        self._listener = None
+        self._bounded_run = False
+        self.failure = None  # the QueryFailedError the query stopped on, once reported
         self.last_stats = None
 
     # -- the query ----------------------------------------------------------------------
@@ -461,6 +479,8 @@ class Router:
                 w = w.queryName(query_name)
             return w.trigger(**trigger) if trigger else w
 
+        self._bounded_run = end_of_input  # two queries: the listener stays for the second
+        self._watch_failures(self.out.sparkSession, checkpoint)
         self.query = writer().start()
         self._query_id = self.query.id
         if end_of_input:
@@ -474,7 +494,48 @@ class Router:
             if local is not None:
                 mark_ended(local)
             os.remove(self.meta["end_of_input_signal"])
+            if self._listener is not None:
+                self.out.sparkSession.streams.removeListener(self._listener)
+                self._listener = None
         return self.query
+
+    def _watch_failures(self, spark, checkpoint: str) -> None:
+        """Send ``pipeline_failed`` (fingerprinted by the innermost error class) when the query
+        stops on an error: a listener on the session, removed once the query has ended."""
+        if self.alerter is None or not callable(getattr(self.alerter, "on_failure", None)) or self._listener is not None:
+            return
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        router = self
+
+        class _FailureListener(StreamingQueryListener):
+            def onQueryStarted(self, event) -> None:
+                pass
+
+            def onQueryProgress(self, event) -> None:
+                pass
+
+            def onQueryIdle(self, event) -> None:
+                pass
+
+            def onQueryTerminated(self, event) -> None:
+                if router.query is None or str(event.id) != str(router.query.id):
+                    return
+                if event.exception:
+                    from .errors import describe_failure
+
+                    router.failure_text = event.exception
+                    router.failure = describe_failure(event.exception)
+                    router.alerter.on_failure(router.failure, checkpoint=checkpoint)
+                if not router._bounded_run:
+                    import threading
+
+                    # not from inside the listener bus' own callback
+                    threading.Thread(target=spark.streams.removeListener, args=(self,), daemon=True).start()
+                    router._listener = None
+
+        self._listener = _FailureListener()
+        spark.streams.addListener(self._listener)
 
     def _run_static(self, checkpoint: Optional[str], trigger: Any, end_of_input: bool):
         """A static DataFrame: one batch (id 0) through the sinks, ended by the end of input."""

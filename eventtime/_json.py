@@ -22,7 +22,7 @@ import math
 from decimal import Decimal
 from typing import Any, Iterable
 
-__all__ = ["render_value", "row_json", "to_python"]
+__all__ = ["render_value", "row_json", "key_json", "to_python"]
 
 
 def to_python(value: Any) -> Any:
@@ -93,7 +93,20 @@ def render_value(value: Any) -> str:
     return json.dumps(str(value))
 
 
-def row_json(items: Iterable[tuple[str, Any]], sort_keys: bool = False) -> str:
-    """A JSON object of ``(name, value)`` pairs, spaced like ``json.dumps`` (``", "``, ``": "``)."""
+def row_json(items: Iterable[tuple[str, Any]], sort_keys: bool = False, compact: bool = False) -> str:
+    """A JSON object of ``(name, value)`` pairs, spaced like ``json.dumps`` (``", "``, ``": "``)
+    or, with ``compact``, without spaces (like Spark's ``to_json``)."""
     pairs = sorted(items, key=lambda kv: kv[0]) if sort_keys else list(items)
-    return "{" + ", ".join(json.dumps(str(name)) + ": " + render_value(v) for name, v in pairs) + "}"
+    comma, colon = (",", ":") if compact else (", ", ": ")
+    return "{" + comma.join(json.dumps(str(name)) + colon + render_value(v) for name, v in pairs) + "}"
+
+
+def key_json(names: Iterable[str], values: Iterable[Any]) -> str:
+    """The ``key`` column of the results and late-data tables: the key columns in their order,
+    compact — the text Spark's ``to_json(struct(k1, k2))`` gives for string, integer and
+    boolean keys, so that both tables join on it.
+
+    >>> key_json(["user", "shop"], ["a", 2**53 + 1])
+    '{"user":"a","shop":9007199254740993}'
+    """
+    return row_json(zip(names, values), compact=True)

@@ -221,9 +221,9 @@ def test_retries_exhausted_then_recovery_without_loss_or_duplicate(tmp_path):
 
 def test_path_replaced_by_a_file_fails_clearly_then_recovers(tmp_path):
     path = str(tmp_path / "late")
-    with open(path, "w") as fh:
+    sink = make_sink(path, retries=1)  # made while the path can be written (else refused at once)
+    with open(path, "w") as fh:  # then replaced by a file while the pipeline runs
         fh.write("not a table")
-    sink = make_sink(path, retries=1)
     with pytest.raises(DeltaSinkError, match="batch 0") as info:
         sink(records(2), 0, "q1")
     assert path in str(info.value)

@@ -42,6 +42,8 @@ import time
 from typing import Any, Callable, Literal, Mapping, Sequence
 
 import pyarrow as pa
+
+from .._json import key_json
 import pyarrow.compute as pc
 
 __all__ = [
@@ -147,6 +149,29 @@ def _check_path(path: object) -> str:
     return path
 
 
+def _check_writable(path: str, sink: str) -> None:
+    """Refuse, when the sink is made, a local table path that cannot be created or written
+    (remote URIs such as ``s3://`` are checked by their store at the first write)."""
+    if "://" in path and not path.startswith("file://"):
+        return
+    local = os.path.abspath(path[len("file://"):] if path.startswith("file://") else path)
+    probe = local
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    why = None
+    if os.path.isfile(local):
+        why = "it is a file, not a directory"
+    elif not os.path.isdir(probe):
+        why = f"{probe} is a file, so the table directory cannot be created under it"
+    elif not os.access(probe, os.W_OK | os.X_OK):
+        why = f"{probe} is not writable by this user"
+    if why is not None:
+        raise ValueError(f"{sink}: the table path {path!r} cannot be written: {why}")
+
+
 def _check_name(name: str, value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, got {type(value).__name__}")
@@ -226,8 +251,9 @@ def _prepare_records(table: pa.Table, pipeline: str, query_id: str, batch_id: in
 def _key_json(table: pa.Table, key_columns: Sequence[str]) -> pa.Array:
     if not key_columns:
         return pa.array(["{}"] * table.num_rows, pa.string())
-    rows = table.select(list(key_columns)).to_pylist()
-    return pa.array([json.dumps(r, separators=(",", ":"), default=str) for r in rows], pa.string())
+    names = list(key_columns)
+    columns = [table.column(k).to_pylist() for k in names]
+    return pa.array([key_json(names, values) for values in zip(*columns)], pa.string())
 
 
 def _prepare_panes(
@@ -364,6 +390,7 @@ class _DeltaSink:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.path = _check_path(path)
+        _check_writable(self.path, type(self).__name__)
         self.pipeline = _check_name("pipeline", pipeline)
         if storage_options is not None and not isinstance(storage_options, Mapping):
             raise TypeError(f"storage_options must be a mapping of str to str, got {type(storage_options).__name__}")

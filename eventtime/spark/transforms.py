@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 
 from .. import aggregations as _agg
 from .._duration import to_ms
+from .._json import key_json
 from ..aggregations import Aggregation
 from ..config import EngineConfig
 from ..faults import fault_point
@@ -600,14 +601,13 @@ class Router:
             [*self.keys, "window_start", "window_end", "pane_timing", "pane_index", "is_final", *self.agg_names]
         )
         records = table.filter(pc.is_in(kind, pa.array(["late", "invalid"])))
-        key_json = [
-            json.dumps(dict(zip(self.keys, values)), default=str, sort_keys=True)
-            for values in zip(*[records.column(k).to_pylist() for k in self.keys])
+        keys_text = [
+            key_json(self.keys, values) for values in zip(*[records.column(k).to_pylist() for k in self.keys])
         ] if self.keys else ["{}"] * records.num_rows
         columns = {
             "kind": records.column("kind"),
             "reason": records.column("reason"),
-            "key": pa.array(key_json, pa.string()),
+            "key": pa.array(keys_text, pa.string()),
         }
         for k in self.keys:
             if k not in columns:

@@ -72,3 +72,35 @@ def test_route_sends_pipeline_failed_once_fingerprinted_by_the_inner_error(spark
         assert failures[0]["fingerprint"][3] == "SinkFailure"
         assert failures[0]["level"] == "error"
         assert failures[0]["contexts"]["eventtime"]["checkpoint"] == checkpoint
+
+
+def test_results_and_late_tables_render_the_same_key_text(spark, tmp_path):
+    """A user joined the two tables on ``key`` and matched 0 of 510 rows: the spacing differed."""
+    from deltalake import DeltaTable
+
+    from eventtime.sinks import DeltaLateSink, DeltaResultsSink
+
+    rows = [("a \"quoted\" user", 2**53 + 1, "1700000040000"), ("a \"quoted\" user", 2**53 + 1, None)]
+    df = spark.createDataFrame(rows, "user_id string, shop bigint, ts string")
+    out = df.transform(eventtime.with_event_time("ts", unit="ms", max_future="3650 days")).transform(
+        eventtime.window_aggregate(keys=["user_id", "shop"], window=eventtime.Tumbling("1 minute")))
+    results, late = str(tmp_path / "results"), str(tmp_path / "late")
+    eventtime.route(out, panes=DeltaResultsSink(results, pipeline="k"), late=DeltaLateSink(late, pipeline="k"),
+                    pipeline="k").start(end_of_input=True)
+    pane_keys = DeltaTable(results).to_pyarrow_table().column("key").to_pylist()
+    late_keys = DeltaTable(late).to_pyarrow_table().column("key").to_pylist()
+    assert pane_keys == late_keys == ['{"user_id":"a \\"quoted\\" user","shop":9007199254740993}']
+
+
+@pytest.mark.parametrize("sink", ["DeltaResultsSink", "DeltaLateSink"])
+def test_a_sink_path_that_cannot_be_written_is_refused_when_the_sink_is_made(tmp_path, sink):
+    from eventtime import sinks
+
+    a_file = tmp_path / "not-a-dir"
+    a_file.write_text("x")
+    with pytest.raises(ValueError, match=rf"{sink}: the table path .* cannot be written: it is a file"):
+        getattr(sinks, sink)(str(a_file), pipeline="p")
+    with pytest.raises(ValueError, match=rf"{sink}: the table path .* cannot be written: .*not-a-dir is a file"):
+        getattr(sinks, sink)(str(a_file / "late"), pipeline="p")
+    getattr(sinks, sink)(str(tmp_path / "new" / "table"), pipeline="p")  # a path to create is fine
+    getattr(sinks, sink)("s3://bucket/table", pipeline="p")  # remote: checked by the store at write time

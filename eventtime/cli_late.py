@@ -35,6 +35,8 @@ import os
 import sys
 from typing import Any, Callable, Sequence, TextIO
 
+from .timestamps import INVALID_REASONS, TOO_LATE
+
 __all__ = ["register", "main", "run"]
 
 log = logging.getLogger(__name__)
@@ -96,7 +98,8 @@ def register(subparsers: Any, hard_exit: bool = True) -> argparse.ArgumentParser
         )
 
     def filters(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--reason", action="append", help="filter on reason (repeatable)")
+        p.add_argument("--reason", action="append", choices=REASONS, metavar="REASON",
+                       help=f"filter on reason (repeatable): {', '.join(REASONS)}")
         p.add_argument("--kind", action="append", choices=["late", "invalid"], help="filter on kind")
         p.add_argument("--partition", action="append", help="filter on source partition (repeatable)")
         p.add_argument("--key", help='key filter: JSON object, col=value, or a value')
@@ -180,6 +183,11 @@ def _options(args: argparse.Namespace) -> dict[str, str] | None:
     return dict(args.storage_option) if args.storage_option else None
 
 
+# The columns that make a Delta table a late-data table (DeltaLateSink's contract).
+LATE_COLUMNS = ("kind", "reason", "key", "event_time", "payload")
+REASONS = (TOO_LATE, *INVALID_REASONS)
+
+
 def _check_table(args: argparse.Namespace) -> None:
     from eventtime.late import open_late_table
 
@@ -187,9 +195,17 @@ def _check_table(args: argparse.Namespace) -> None:
     if "://" not in path and not os.path.exists(path):
         raise CliError(f"--table {path!r}: no such path")
     try:
-        open_late_table(path, _options(args))
+        dt = open_late_table(path, _options(args))
     except FileNotFoundError:
         raise CliError(f"--table {path!r}: not a Delta table (no _delta_log)") from None
+    columns = {f.name for f in dt.schema().fields}
+    missing = [c for c in LATE_COLUMNS if c not in columns]
+    if missing:
+        hint = " (it looks like a results table: DeltaResultsSink writes panes)" if "pane_timing" in columns else ""
+        raise CliError(
+            f"--table {path!r} is not a late-data table{hint}: it has no column(s) {', '.join(missing)}; "
+            "give the table written by DeltaLateSink"
+        )
 
 
 def _read(args: argparse.Namespace, limit: int | None = None) -> Any:
@@ -300,17 +316,32 @@ def _plot(args: argparse.Namespace, out: TextIO) -> int:
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
-    import pandas as pd
 
     output = args.output
     parent = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(parent):
         raise CliError(f"--output {output!r}: directory {parent!r} does not exist")
     table = _read(args)
-    df = table.to_pandas()
-    time_col = args.time_column
+    fig = plot_figure(table.to_pandas(), args.time_column, args.table)
+    fig.savefig(output, format="png", dpi=100)
+    plt.close(fig)
+    out.write(f"wrote {output} ({table.num_rows} record(s))\n")
+    return 0
+
+
+def plot_figure(df: Any, time_col: str, title: str) -> Any:
+    """The late-data figure: records over time by reason, and the lateness histogram.
+
+    The time axis spans the records' own times (plus one bin on each side), not whatever
+    matplotlib picks for one or two points (which can be years)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 7))
-    fig.suptitle(f"late data: {args.table}")
+    fig.suptitle(f"late data: {title}")
     if len(df) and time_col in df and df[time_col].notna().any():
         ts = df[df[time_col].notna()]
         span = ts[time_col].max() - ts[time_col].min()
@@ -318,6 +349,8 @@ def _plot(args: argparse.Namespace, out: TextIO) -> int:
         counts = ts.groupby([pd.Grouper(key=time_col, freq=freq), "reason"]).size().unstack(fill_value=0)
         for reason in counts.columns:
             ax1.plot(counts.index, counts[reason], marker="o", markersize=3, label=str(reason))
+        bin_width = pd.Timedelta(freq)
+        ax1.set_xlim(counts.index.min() - bin_width, counts.index.max() + bin_width)
         ax1.legend(loc="upper left")
         ax1.set_ylabel(f"records per {freq}")
     else:
@@ -332,10 +365,7 @@ def _plot(args: argparse.Namespace, out: TextIO) -> int:
         ax2.text(0.5, 0.5, "no late records", ha="center", va="center", transform=ax2.transAxes)
     ax2.set_title("lateness histogram (too_late records)")
     fig.tight_layout()
-    fig.savefig(output, format="png", dpi=100)
-    plt.close(fig)
-    out.write(f"wrote {output} ({table.num_rows} record(s))\n")
-    return 0
+    return fig
 
 
 def _optimize(args: argparse.Namespace, out: TextIO) -> int:

@@ -133,6 +133,11 @@ class LateFilter:
         if self.since and self.until and self.since >= self.until:
             raise ValueError(f"since ({self.since.isoformat()}) must be before until ({self.until.isoformat()})")
         self.reasons = _as_list("reason", reason)
+        from .timestamps import INVALID_REASONS, TOO_LATE
+
+        unknown = [r for r in self.reasons or () if r not in (TOO_LATE, *INVALID_REASONS)]
+        if unknown:
+            raise ValueError(f"reason {unknown[0]!r} is not a reason eventtime writes; valid: {', '.join((TOO_LATE, *INVALID_REASONS))}")
         self.kinds = _as_list("kind", kind)
         self.partitions = _as_list("partition", partition)
         if key is not None and not isinstance(key, str):

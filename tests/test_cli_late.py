@@ -97,7 +97,7 @@ def test_show_filters(table):
     assert sorted(r["offset"] for r in json.loads(out)) == [3, 4]
     code, out, _ = run(["late", "show", "--table", table, "--limit", "2"])
     assert code == 0 and "(2 record(s), limit reached)" in out
-    code, out, _ = run(["late", "show", "--table", table, "--format", "csv", "--reason", "nope"])
+    code, out, _ = run(["late", "show", "--table", table, "--format", "csv", "--reason", "malformed_record"])  # a reason no row has
     assert code == 0 and out.count("\n") == 1  # header only
 
 
@@ -166,3 +166,42 @@ def test_real_process_hard_exit(table):
     proc = _python_module("late", "summary", "--table", table + "-missing")
     assert proc.returncode == 2
     assert "--table" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_plot_time_axis_spans_the_records_not_years():
+    """A one-minute run has one point per reason; matplotlib alone widens that to ~4 years."""
+    import matplotlib.dates as mdates
+    import pandas as pd
+
+    t = pd.Timestamp("2024-05-01 08:00:10", tz="UTC")
+    df = pd.DataFrame({"detected_at": [t, t + pd.Timedelta(seconds=20)], "reason": ["too_late", "too_late"],
+                       "lateness_ms": [1000, 2000]})
+    fig = cli_late.plot_figure(df, "detected_at", "t")
+    lo, hi = (mdates.num2date(x) for x in fig.axes[0].get_xlim())
+    assert lo >= t - pd.Timedelta(minutes=2) and hi <= t + pd.Timedelta(minutes=2), (lo, hi)
+
+
+def test_summary_of_a_table_that_is_not_a_late_table_is_an_error(tmp_path):
+    from eventtime.sinks import DeltaResultsSink
+
+    path = str(tmp_path / "results")
+    DeltaResultsSink(path, pipeline="p")(pa.table({
+        "user": ["a"], "window_start": pa.array([T0], pa.timestamp("us", tz="UTC")),
+        "window_end": pa.array([T0], pa.timestamp("us", tz="UTC")), "pane_timing": ["ON_TIME"],
+        "pane_index": pa.array([0], pa.int64()), "is_final": [True], "count": pa.array([1], pa.int64())}), 0, "q")
+    code, out, err = run(["late", "summary", "--table", path])
+    assert code == 2 and out == ""
+    assert "is not a late-data table (it looks like a results table" in err and "reason" in err
+
+
+def test_an_unknown_reason_is_an_error_listing_the_valid_ones(table):
+    with pytest.raises(SystemExit) as info:
+        run(["late", "show", "--table", table, "--reason", "too-late"])
+    assert info.value.code == 2
+
+
+def test_unknown_reason_message_lists_reasons(table, capsys):
+    with pytest.raises(SystemExit):
+        run(["late", "show", "--table", table, "--reason", "toolate"])
+    err = capsys.readouterr().err
+    assert "invalid choice: 'toolate'" in err and "too_late" in err and "null_timestamp" in err

@@ -154,7 +154,7 @@ def test_summary_numbers(late_table):
 
 
 def test_summary_of_empty_selection(late_table):
-    s = summarize(read_late(late_table, reason="nope"))
+    s = summarize(read_late(late_table, reason="malformed_record"))  # a valid reason that no row has
     assert s["total"] == 0 and s["by_reason"] == {} and s["max_lateness_ms"] is None
 
 
@@ -210,3 +210,10 @@ def test_spark_reader_reads_the_snapshot_files(late_table, tmp_path):
         assert sorted(r["offset"] for r in by_key.collect()) == [5, 6]
     finally:
         spark.stop()
+
+
+def test_an_unknown_reason_filter_is_an_error_not_an_empty_answer():
+    from eventtime.late import LateFilter
+
+    with pytest.raises(ValueError, match=r"reason 'too-late' is not a reason eventtime writes; valid: too_late, null_timestamp"):
+        LateFilter(reason="too-late")

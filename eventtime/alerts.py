@@ -46,6 +46,7 @@ from datetime import timedelta
 from typing import Any, Callable, Mapping
 
 from eventtime.monitor import BatchStats, PartitionFinding, PartitionMonitor, to_ms
+from eventtime.timestamps import MALFORMED_RECORD
 
 __all__ = ["Alerter", "Alert", "BatchAlerts"]
 
@@ -274,6 +275,11 @@ class Alerter:
 
     # -- public -------------------------------------------------------------
 
+    def use_pipeline_defaults(self, max_out_of_orderness_ms: int | None) -> None:
+        """Called by :func:`eventtime.route`: without an explicit ``partition_lag_ms`` a
+        partition lags when it is more than the pipeline's max out-of-orderness behind."""
+        self.monitor.default_lag_threshold_ms = max_out_of_orderness_ms
+
     def partition_metrics(self) -> dict[str, dict[str, Any]]:
         """Per source partition: ``max_event_time_ms``, ``lag_ms``, ``idle_s``, ``rows_total``,
         ``rows_last_batch``, ``lagging``, ``idle`` (as of the last batch)."""
@@ -433,10 +439,17 @@ class Alerter:
                 raw = [{"raw_timestamp": v, "count": c} for v, c in pairs[: max(self.max_samples, 1)]]
             data["raw_values"] = raw
             shown = ", ".join(repr(r["raw_timestamp"]) for r in raw) or "-"
-            message = (
-                f"[{self.pipeline}] {count} record(s) with bogus timestamps ({reason}) quarantined in "
-                f"batch {batch_id} ({share:.1%} of {rows_in} rows); raw values: {shown}"
-            )
+            if reason == MALFORMED_RECORD:
+                # Not a timestamp problem: the source could not parse the row at all.
+                message = (
+                    f"[{self.pipeline}] {count} malformed record(s) (the source could not parse the row) quarantined "
+                    f"in batch {batch_id} ({share:.1%} of {rows_in} rows)"
+                )
+            else:
+                message = (
+                    f"[{self.pipeline}] {count} record(s) with bogus timestamps ({reason}) quarantined in "
+                    f"batch {batch_id} ({share:.1%} of {rows_in} rows); raw values: {shown}"
+                )
         return self._emit(kind, reason, count, message, data, now, level="warning")
 
     def _skew_alert(self, batch_id: int, f: PartitionFinding, stats: BatchStats, now: float) -> Alert:

@@ -198,6 +198,8 @@ class PartitionMonitor:
             raise TypeError(f"clock must be callable, got {type(clock).__name__}")
         self._clock = clock
         self._state: dict[str, _PartitionState] = {}
+        # The pipeline's max out-of-orderness, set by route() when no threshold is given.
+        self.default_lag_threshold_ms: int | None = None
         self._last_watermark_ms: int | None = None
         self._last_findings: list[PartitionFinding] = []
 
@@ -215,6 +217,8 @@ class PartitionMonitor:
         """The lag threshold in use (explicit, or derived from the watermark)."""
         if self.lag_threshold_ms is not None:
             return self.lag_threshold_ms
+        if self.default_lag_threshold_ms is not None:
+            return self.default_lag_threshold_ms
         gmax = self.global_max_event_time_ms()
         if gmax is None or self._last_watermark_ms is None:
             return None

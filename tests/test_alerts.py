@@ -286,3 +286,33 @@ def test_pipeline_failure_is_one_error_event(receiver):
     message = event["message"]["formatted"] if isinstance(event["message"], dict) else event["message"]
     assert "CANNOT_LOAD_STATE_STORE" in message
     assert event["contexts"]["eventtime"]["checkpoint"] == "/cp"
+
+
+def test_route_sets_the_default_lag_threshold_to_the_configured_out_of_orderness():
+    """The watermark a batch reports is the one from before it (Spark's), so ``global max -
+    watermark`` is B plus the batch's progress: a partition 90 s behind with B = 60 s went
+    unreported. With the pipeline's B (given by route) it is reported, threshold 60 s."""
+    alerter = Alerter(dsn=None, pipeline="p")
+    alerter.use_pipeline_defaults(60_000)
+    parts = {"0": PartitionStats(1_000_000, 5), "3": PartitionStats(1_000_000 - 90_000, 5)}
+    out = alerter.on_batch(0, None, stats(0, 10, partitions=parts, watermark_ms=1_000_000 - 180_000))
+    assert [(a.kind, a.reason, a.data["threshold_ms"]) for a in out.alerts] == [("partition_lag", "3", 60_000)]
+    explicit = Alerter(dsn=None, pipeline="p", partition_lag_ms=120_000)
+    explicit.use_pipeline_defaults(60_000)  # an explicit threshold wins
+    assert explicit.on_batch(0, None, stats(0, 10, partitions=parts, watermark_ms=1_000_000 - 180_000)).alerts == ()
+
+
+def test_malformed_records_are_not_called_bogus_timestamps(receiver):
+    alerter = Alerter(dsn=receiver.dsn, pipeline="orders", client_options=NO_PROXY)
+    try:
+        table = pa.table({"kind": ["invalid"] * 2, "reason": ["malformed_record"] * 2, "raw_timestamp": [None, "x"],
+                          "lateness_ms": pa.array([None] * 2, pa.int64()), "partition": ["1"] * 2, "payload": ["{}"] * 2})
+        out = alerter.on_batch(1, table, stats(1, rows_in=2, invalid=2))
+        assert [(a.reason, a.count) for a in out.alerts] == [("malformed_record", 2)]
+        (event,) = receiver.wait_for(1)
+        message = event["message"]["formatted"] if isinstance(event["message"], dict) else event["message"]
+        assert "2 malformed record(s) (the source could not parse the row)" in message
+        assert "bogus timestamps" not in message
+        assert event["fingerprint"] == ["eventtime", "orders", "invalid", "malformed_record"]
+    finally:
+        alerter.close()

@@ -396,6 +396,8 @@ class Router:
         if not isinstance(pipeline, str) or not pipeline:
             raise TypeError(f"route: pipeline must be a non-empty string, got {pipeline!r}")
         self.meta = _engine_meta(out)
+        if alerter is not None and callable(getattr(alerter, "use_pipeline_defaults", None)):
+            alerter.use_pipeline_defaults(self.meta.get("config", {}).get("max_out_of_orderness_ms"))
         self.keys: list[str] = self.meta["keys"]
         self.agg_names: list[str] = self.meta["aggregations"]
         self.panes_sink, self.late_sink = panes, late

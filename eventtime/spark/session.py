@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from typing import Optional
 
 __all__ = ["local_session", "ROCKSDB_PROVIDER", "ENGINE_CONF"]
@@ -42,6 +43,11 @@ def local_session(
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Python workers inherit this: PySpark's "pandas >= 3 not fully supported" FutureWarning
+    # would otherwise be printed by every worker (the engine is tested with pandas 3).
+    os.environ.setdefault("PYTHONWARNINGS", "ignore:PySpark does not yet fully support pandas:FutureWarning")
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+    log4j = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -50,6 +56,8 @@ def local_session(
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.streaming.numRecentProgressUpdates", "200")
+        # errors only from Spark's loggers (the JVM is started with it, so from the first line)
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
     )
     for key, value in ENGINE_CONF.items():
         builder = builder.config(key, value)

@@ -24,7 +24,7 @@ from ..scenario import Scenario, parse_scenario
 from .extract import with_event_time
 from .transforms import route, timestamp_ms, window_aggregate
 
-__all__ = ["run_scenario", "ReplayRunner"]
+__all__ = ["run_scenario", "ReplayRunner", "wait_for_file"]
 
 
 def _is_int(v: Any) -> bool:
@@ -50,6 +50,20 @@ def file_source_offset(progress: Optional[dict]) -> int:
     if isinstance(end, str):
         end = json.loads(end)
     return int(end["logOffset"]) if end else -1
+
+def wait_for_file(query, index: int, timeout_s: float = 300) -> None:
+    """Drive a file-source query (``maxFilesPerTrigger=1``) until file ``index`` is committed,
+    then once more for the no-data batch that follows a watermark move."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        query.processAllAvailable()
+        if file_source_offset(query.lastProgress) >= index:
+            break
+        if query.exception() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"replay: batch {index} was not processed: {query.exception()}")
+        time.sleep(0.05)
+    query.processAllAvailable()
+
 
 class ReplayRunner:
     """One streaming query fed batch by batch (used by :func:`run_scenario` and the tests)."""
@@ -147,16 +161,7 @@ class ReplayRunner:
             for rec in batch:
                 handle.write(json.dumps(self._row(rec)) + "\n")
         os.rename(tmp, os.path.join(self.src, f"batch-{i:05d}.json"))
-        deadline = time.monotonic() + 300
-        while True:
-            self.query.processAllAvailable()
-            if file_source_offset(self.query.lastProgress) >= i:
-                break
-            if self.query.exception() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"replay: batch {i} was not processed: {self.query.exception()}")
-            time.sleep(0.05)
-        # Once more: the no-data batch that follows a watermark move (see module docstring).
-        self.query.processAllAvailable()
+        wait_for_file(self.query, i)
         panes, self._panes = self._panes, []
         records, self._records = self._records, []
         watermark = _watermark_ms(self.query.lastProgress) if self.router._seen_event_time else None

@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import tempfile
-import time
 import uuid
 from decimal import Decimal
 from typing import Any, Optional
@@ -25,7 +24,7 @@ import pyarrow.parquet as pq
 
 import eventtime
 from eventtime import EngineConfig, Record, ReferenceEngine, Sliding, Tumbling
-from eventtime.spark.replay import _watermark_ms, file_source_offset
+from eventtime.spark.replay import _watermark_ms, wait_for_file
 from eventtime.spark.transforms import timestamp_ms
 from property_tests.strategies import MAX_FUTURE_MS, NOW_MS, TYPED_COLUMNS
 
@@ -174,15 +173,7 @@ class SparkTypedRunner:
         tmp = os.path.join(self.dir, f"batch-{i:05d}.parquet")
         pq.write_table(table, tmp)
         os.rename(tmp, os.path.join(self.src, f"batch-{i:05d}.parquet"))
-        deadline = time.monotonic() + 300
-        while True:
-            self.query.processAllAvailable()
-            if file_source_offset(self.query.lastProgress) >= i:
-                break
-            if self.query.exception() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"typed run: batch {i} was not processed: {self.query.exception()}")
-            time.sleep(0.05)
-        self.query.processAllAvailable()
+        wait_for_file(self.query, i)
         panes, self._panes = self._panes, []
         records, self._records = self._records, []
         watermark = _watermark_ms(self.query.lastProgress) if self.router._seen_event_time else None

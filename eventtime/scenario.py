@@ -47,6 +47,9 @@ class Scenario:
     now_ms: int
     tz: Optional[str] = None  # zone of string timestamps without an offset (UTC when None)
 
+    def __post_init__(self) -> None:
+        event_zone(self.tz)  # TypeError / ValueError naming "tz"
+
 
 def _check_fields(obj: Any, allowed: set, where: str) -> None:
     if not isinstance(obj, dict):

@@ -75,7 +75,9 @@ def parse_timestamp(
     the millisecond. Strings are ISO-8601 or follow ``fmt`` (a :func:`datetime.strptime`
     format); with an explicit ``unit`` a numeric string is a number. A value without a zone
     (a string without an offset, a date, a naive ``datetime``) is local time in ``tz`` (a
-    fixed offset or an IANA name; UTC when ``None``); an explicit offset is kept.
+    fixed offset or an IANA name; UTC when ``None``); an explicit offset is kept. A local time
+    in a DST gap takes the offset before the gap, one in an overlap the earlier instant
+    (docs/semantics.md, as Spark's ``to_utc_timestamp``).
 
     >>> parse_timestamp("2024-01-01T08:00:00+08:00")
     (1704067200000, None)

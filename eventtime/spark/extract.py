@@ -162,6 +162,19 @@ def _local(ts: Column, zone: Optional[str]) -> Column:
     return ts if zone is None else F.to_utc_timestamp(ts, zone)
 
 
+def _ntz_wall_ms(ntz: Column) -> Column:
+    """A TIMESTAMP_NTZ's wall-clock time as ms since 1970-01-01T00:00, from its fields.
+
+    Not ``timestamp_diff`` nor a cast to TIMESTAMP: both read the value in the session time
+    zone, and a wall-clock time in one of that zone's DST gaps moves by the gap."""
+    return (
+        F.unix_date(ntz.cast("date")).cast("long") * F.lit(86_400_000)
+        + F.hour(ntz).cast("long") * F.lit(3_600_000)
+        + F.minute(ntz).cast("long") * F.lit(60_000)
+        + F.floor(F.date_part(F.lit("SECOND"), ntz) * F.lit(1000)).cast("long")
+    )
+
+
 def _string_ms(s: Column, unit: Optional[str], fmt: Optional[str], prefix: str, zone: Optional[str] = None) -> _Parse:
     # The stripped text and the parsed timestamp are columns of their own (stages): inlined,
     # the nested CASE WHENs repeat the ISO regexes ~170 times and the generated Java code
@@ -244,7 +257,7 @@ def parse_expr(
     elif isinstance(dtype, T.TimestampType):
         ms, reason = _ts_ms(col), F.lit(None).cast("string")
     elif isinstance(dtype, T.TimestampNTZType):  # naive: local time in ``zone``
-        ms = F.timestamp_diff("MILLISECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), col)
+        ms = _ntz_wall_ms(col)
         ms = ms if zone is None else _ts_ms(_local(F.timestamp_millis(ms), zone))
         reason = F.lit(None).cast("string")
     elif isinstance(dtype, T.DateType):  # a date is local midnight in ``zone``
@@ -299,7 +312,9 @@ def with_event_time(
     ``tz``: the zone of values that carry none — strings without an offset, ``fmt`` without
     ``%z``, DATE and TIMESTAMP_NTZ columns — as a fixed offset (``"UTC+8"``, ``"+08:00"``) or
     an IANA name (``"Asia/Shanghai"``); UTC when ``None``. An explicit offset in a string is
-    kept; TIMESTAMP columns and epoch numbers are instants and unaffected.
+    kept; TIMESTAMP columns and epoch numbers are instants and unaffected. A local time in a
+    DST gap takes the offset before the gap, one in an overlap the earlier instant (as
+    ``to_utc_timestamp``; docs/semantics.md). The session time zone plays no part.
 
     >>> events.transform(with_event_time("ts", unit="ms", max_out_of_orderness="30 seconds"))  # doctest: +SKIP
     >>> events.transform(with_event_time("local_ts", tz="Asia/Shanghai"))  # "2024-05-01 09:00:00" is 01:00Z  # doctest: +SKIP

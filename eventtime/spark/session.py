@@ -1,4 +1,17 @@
-"""A local SparkSession configured for the eventtime engine."""
+"""A local SparkSession configured for the eventtime engine.
+
+Local sessions are quiet: Spark logs errors only (a shipped ``log4j2.properties``), PySpark's
+"pandas >= 3 not fully supported" FutureWarning is filtered in the driver and its workers, and
+the transformWithState driver worker's debugging prints are dropped (see
+:func:`_quiet_tws_driver_worker`). What is left, and cannot be silenced from Python:
+
+* ``WARNING: Using incubator modules: jdk.incubator.vector`` -- printed by the JVM itself
+  for a module Spark's launcher always adds (``JavaModuleOptions``);
+* ``Starting Streaming TransformWithStateInPandas Python worker.`` -- printed by that worker
+  once per query start, before it loads any eventtime code;
+* errors: a query that stops on an error is logged by Spark (``ERROR MicroBatchExecution``,
+  with its stack trace), on purpose.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +21,26 @@ import warnings
 from typing import Optional
 
 __all__ = ["local_session", "ROCKSDB_PROVIDER", "ENGINE_CONF"]
+
+_PANDAS_WARNING = "PySpark does not yet fully support pandas"
+_TWS_DRIVER_WORKER = "pyspark.sql.streaming.transform_with_state_driver_worker"
+
+
+def _quiet_tws_driver_worker() -> None:
+    """Drop the prints of PySpark's transformWithState driver worker.
+
+    At each query start the driver runs ``python -m`` that module once; it ``print``s the
+    pickled UDF, the output schema and the state server port (five lines, one of several
+    kilobytes), and the JVM copies its stdout to the console. The worker talks to the JVM over
+    a socket only, so its stdout carries nothing else; its stderr (errors) is kept. It loads
+    eventtime when it unpickles the processor, after its first line.
+    """
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name == _TWS_DRIVER_WORKER:
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - for the process' life
+
+
+_quiet_tws_driver_worker()
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -45,8 +78,11 @@ def local_session(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # Python workers inherit this: PySpark's "pandas >= 3 not fully supported" FutureWarning
     # would otherwise be printed by every worker (the engine is tested with pandas 3).
-    os.environ.setdefault("PYTHONWARNINGS", "ignore:PySpark does not yet fully support pandas:FutureWarning")
-    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+    ignore = f"ignore:{_PANDAS_WARNING}:FutureWarning"
+    current = os.environ.get("PYTHONWARNINGS", "")
+    if ignore not in current.split(","):
+        os.environ["PYTHONWARNINGS"] = f"{current},{ignore}" if current else ignore
+    warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
     log4j = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
     builder = (
         SparkSession.builder.master(master)
@@ -56,7 +92,8 @@ def local_session(
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.streaming.numRecentProgressUpdates", "200")
-        # errors only from Spark's loggers (the JVM is started with it, so from the first line)
+        # errors only from Spark's loggers (the JVM is started with it, so from the first line);
+        # spark.sparkContext.setLogLevel("INFO") still works for debugging
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
     )
     for key, value in ENGINE_CONF.items():

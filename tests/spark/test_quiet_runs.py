@@ -1,0 +1,43 @@
+"""A streaming run in a local session prints only what cannot be silenced (eventtime/spark/session.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+# Printed by the JVM for a module Spark's launcher always adds, and by PySpark's
+# transformWithState driver worker before it loads any eventtime code.
+UNAVOIDABLE = {
+    "WARNING: Using incubator modules: jdk.incubator.vector",
+    "Starting Streaming TransformWithStateInPandas Python worker.",
+}
+
+
+def test_a_streaming_run_prints_nothing_but_the_unavoidable_lines(tmp_path):
+    """It printed Spark's 'Setting default log level to "WARN"' and its setLogLevel hint, and
+    the transformWithState driver worker's UDF, schema and port (lines of kilobytes)."""
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "0.json").write_text('{"k": "a", "ts": 1700000040000}\n{"k": "b", "ts": 1700000041000}\n')
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import sys\n"
+        "import eventtime\n"
+        "spark = eventtime.local_session()\n"
+        f"events = spark.readStream.schema('k string, ts bigint').json({str(source)!r})\n"
+        "out = events.transform(eventtime.with_event_time('ts', unit='ms', max_future='3650 days')).transform(\n"
+        "    eventtime.window_aggregate(keys=['k'], window=eventtime.Tumbling('1 minute')))\n"
+        "panes = []\n"
+        "router = eventtime.route(out, panes=lambda table, batch_id, query_id: panes.append(table.num_rows))\n"
+        f"router.start({str(tmp_path / 'chk')!r}, trigger={{'availableNow': True}}, end_of_input=True)\n"
+        "print(sum(panes))\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "2"
+    printed = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+    assert set(printed) <= UNAVOIDABLE, done.stderr[-3000:]

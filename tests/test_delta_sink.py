@@ -368,3 +368,35 @@ def test_pipeline_query_ids_tell_which_queries_wrote_the_table(tmp_path):
     other(rows, 0, "q-3")
     assert sink.pipeline_query_ids() == ["q-1", "q-2"]
     assert other.pipeline_query_ids() == ["q-3"]
+
+
+@pytest.mark.parametrize("sink_class", [DeltaLateSink, DeltaResultsSink])
+def test_a_path_that_cannot_be_created_is_refused_when_the_sink_is_made(sink_class):
+    """Checked by creating it, not by asking os.access (which says yes to root everywhere):
+    /proc takes no new directory, even from root."""
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("needs Linux /proc")
+    with pytest.raises(ValueError, match=rf"^{sink_class.__name__}: the table path '/proc/eventtime-t/late' cannot be "
+                                         r"written: /proc/eventtime-t cannot be created or written: "):
+        sink_class("/proc/eventtime-t/late", pipeline="p")
+    with pytest.raises(ValueError, match=r"'file:///proc/late' cannot be written"):
+        sink_class("file:///proc/late", pipeline="p")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_a_directory_without_write_permission_is_refused(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    with pytest.raises(ValueError, match=r"DeltaLateSink: the table path .*cannot be written: .*Permission denied"):
+        DeltaLateSink(str(locked / "late"), pipeline="p")
+
+
+def test_the_write_check_leaves_nothing_behind(tmp_path):
+    path = tmp_path / "a" / "b" / "late"
+    make_sink(str(path))
+    make_sink(f"file://{path}")
+    assert os.listdir(tmp_path) == []
+    make_sink(str(path))(records(2), 0, "q")
+    make_sink(str(path))  # an existing table: its directory and _delta_log are written to, then cleaned
+    assert sorted(os.listdir(path / "_delta_log")) == ["00000000000000000000.json"]
+    assert not [p for p in os.listdir(path) if p.startswith(".eventtime")]

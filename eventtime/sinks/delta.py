@@ -149,25 +149,64 @@ def _check_path(path: object) -> str:
     return path
 
 
+def _local_table_path(path: str) -> str | None:
+    """The local file system path of a table location; ``None`` for a remote URI (``s3://``...)."""
+    if path.startswith("file:"):
+        import urllib.parse
+
+        return os.path.abspath(urllib.parse.unquote(urllib.parse.urlparse(path).path) or "/")
+    if "://" in path:
+        return None
+    return os.path.abspath(path)
+
+
 def _check_writable(path: str, sink: str) -> None:
-    """Refuse, when the sink is made, a local table path that cannot be created or written
-    (remote URIs such as ``s3://`` are checked by their store at the first write)."""
-    if "://" in path and not path.startswith("file://"):
+    """Refuse, when the sink is made, a local table path that cannot be created or written.
+
+    The check is a real one, and leaves nothing behind: the missing directories are made, a
+    probe file is written in the table directory (and in ``_delta_log`` when the table
+    exists), then what was made is removed. Remote URIs (``s3://``, ``abfss://``, ``gs://``...)
+    are not checked here: their store reports a missing bucket or credential at the first
+    write (which :class:`DeltaSinkError` names, after the retries).
+    """
+    import tempfile
+
+    local = _local_table_path(path)
+    if local is None:
         return
-    local = os.path.abspath(path[len("file://"):] if path.startswith("file://") else path)
-    probe = local
-    while not os.path.exists(probe):
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
+    existing = local
+    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
     why = None
-    if os.path.isfile(local):
+    if os.path.exists(local) and not os.path.isdir(local):
         why = "it is a file, not a directory"
-    elif not os.path.isdir(probe):
-        why = f"{probe} is a file, so the table directory cannot be created under it"
-    elif not os.access(probe, os.W_OK | os.X_OK):
-        why = f"{probe} is not writable by this user"
+    elif not os.path.isdir(existing):
+        why = f"{existing} is a file, so the table directory cannot be created under it"
+    if why is None:
+        created: list[str] = []
+        try:
+            missing = []
+            probe_dir = local
+            while probe_dir != existing:
+                missing.append(probe_dir)
+                probe_dir = os.path.dirname(probe_dir)
+            for directory in reversed(missing):
+                os.mkdir(directory)
+                created.append(directory)
+            for directory in (local, os.path.join(local, "_delta_log")):
+                if os.path.isdir(directory):
+                    fd, probe = tempfile.mkstemp(prefix=".eventtime-write-check-", dir=directory)
+                    os.close(fd)
+                    os.remove(probe)
+        except OSError as exc:
+            what = exc.filename if exc.filename else local
+            why = f"{what} cannot be created or written: {exc.strerror or exc}"
+        finally:
+            for directory in reversed(created):
+                try:
+                    os.rmdir(directory)
+                except OSError:
+                    pass
     if why is not None:
         raise ValueError(f"{sink}: the table path {path!r} cannot be written: {why}")
 
@@ -587,7 +626,9 @@ class DeltaLateSink(_DeltaSink):
     the record columns of the contract (:data:`RECORD_SCHEMA`), then the key columns.
 
     Args:
-        path: table location (local path or a URI delta-rs understands).
+        path: table location (local path or a URI delta-rs understands). A local path that
+            cannot be created or written raises ``ValueError`` here, naming the sink, the path
+            and why; remote URIs are checked by their store at the first write.
         pipeline: pipeline name, stored in every row and part of the app id.
         storage_options: passed to delta-rs (object store credentials, ...).
         retries, backoff_s, max_backoff_s: retry policy for write errors

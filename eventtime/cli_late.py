@@ -183,29 +183,22 @@ def _options(args: argparse.Namespace) -> dict[str, str] | None:
     return dict(args.storage_option) if args.storage_option else None
 
 
-# The columns that make a Delta table a late-data table (DeltaLateSink's contract).
-LATE_COLUMNS = ("kind", "reason", "key", "event_time", "payload")
 REASONS = (TOO_LATE, *INVALID_REASONS)
 
 
 def _check_table(args: argparse.Namespace) -> None:
-    from eventtime.late import open_late_table
+    """A late-data table at ``--table`` (every command checks it first: exit 2 otherwise)."""
+    from eventtime.late import NotALateTableError, open_late_table
 
     path = args.table
     if "://" not in path and not os.path.exists(path):
         raise CliError(f"--table {path!r}: no such path")
     try:
-        dt = open_late_table(path, _options(args))
+        open_late_table(path, _options(args))
     except FileNotFoundError:
         raise CliError(f"--table {path!r}: not a Delta table (no _delta_log)") from None
-    columns = {f.name for f in dt.schema().fields}
-    missing = [c for c in LATE_COLUMNS if c not in columns]
-    if missing:
-        hint = " (it looks like a results table: DeltaResultsSink writes panes)" if "pane_timing" in columns else ""
-        raise CliError(
-            f"--table {path!r} is not a late-data table{hint}: it has no column(s) {', '.join(missing)}; "
-            "give the table written by DeltaLateSink"
-        )
+    except NotALateTableError as exc:
+        raise CliError(f"--table {exc}") from None
 
 
 def _read(args: argparse.Namespace, limit: int | None = None) -> Any:
@@ -321,6 +314,8 @@ def _plot(args: argparse.Namespace, out: TextIO) -> int:
     parent = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(parent):
         raise CliError(f"--output {output!r}: directory {parent!r} does not exist")
+    if os.path.isdir(output):
+        raise CliError(f"--output {output!r} is a directory; give a file name such as {os.path.join(output, 'late.png')!r}")
     table = _read(args)
     fig = plot_figure(table.to_pandas(), args.time_column, args.table)
     fig.savefig(output, format="png", dpi=100)

@@ -39,6 +39,8 @@ from eventtime.sinks.delta import TS, latest_panes, snapshot_dataset
 
 __all__ = [
     "LateTableNotFoundError",
+    "NotALateTableError",
+    "LATE_COLUMNS",
     "LateFilter",
     "parse_instant",
     "open_late_table",
@@ -54,6 +56,14 @@ TIME_COLUMNS = ("event_time", "detected_at")
 
 class LateTableNotFoundError(FileNotFoundError):
     """No Delta table at the given path."""
+
+
+class NotALateTableError(ValueError):
+    """The Delta table at the path is not a late-data table (e.g. the results table)."""
+
+
+#: The columns that make a Delta table a late-data table (:class:`~eventtime.sinks.DeltaLateSink`).
+LATE_COLUMNS = ("kind", "reason", "key", "event_time", "payload")
 
 
 def parse_instant(name: str, value: object) -> _dt.datetime | None:
@@ -214,14 +224,32 @@ def _text(v: object) -> str:
 
 
 def open_late_table(path: str | os.PathLike[str], storage_options: Mapping[str, str] | None = None) -> Any:
-    """Open the Delta table at ``path``; :class:`LateTableNotFoundError` when there is none."""
+    """Open the late-data Delta table at ``path``.
+
+    Raises :class:`LateTableNotFoundError` when there is no Delta table, and
+    :class:`NotALateTableError` (a ``ValueError``) when the table lacks the late-data columns
+    (:data:`LATE_COLUMNS`): reading the results table by mistake is an error, not an empty answer.
+
+    Example:
+        ``open_late_table("/data/results")`` raises ``NotALateTableError: '/data/results' is
+        not a late-data table (it looks like a results table: ...)``
+    """
     from deltalake import DeltaTable
 
     path = os.fspath(path)
     opts = dict(storage_options) if storage_options else None
     if not DeltaTable.is_deltatable(path, opts):
         raise LateTableNotFoundError(f"no Delta table at {path!r}")
-    return DeltaTable(path, storage_options=opts)
+    dt = DeltaTable(path, storage_options=opts)
+    columns = {field.name for field in dt.schema().fields}
+    missing = [c for c in LATE_COLUMNS if c not in columns]
+    if missing:
+        hint = " (it looks like a results table: DeltaResultsSink writes panes)" if "pane_timing" in columns else ""
+        raise NotALateTableError(
+            f"{path!r} is not a late-data table{hint}: it has no column(s) {', '.join(missing)}; "
+            "give the table written by DeltaLateSink"
+        )
+    return dt
 
 
 def _filter(kwargs: Mapping[str, Any]) -> LateFilter:

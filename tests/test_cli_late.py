@@ -205,3 +205,9 @@ def test_unknown_reason_message_lists_reasons(table, capsys):
         run(["late", "show", "--table", table, "--reason", "toolate"])
     err = capsys.readouterr().err
     assert "invalid choice: 'toolate'" in err and "too_late" in err and "null_timestamp" in err
+
+
+def test_plot_to_a_directory_is_refused_before_reading(table, tmp_path):
+    code, out, err = run(["late", "plot", "--table", table, "--output", str(tmp_path)])
+    assert code == 2 and out == ""
+    assert f"--output {str(tmp_path)!r} is a directory; give a file name such as" in err

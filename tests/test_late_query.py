@@ -217,3 +217,21 @@ def test_an_unknown_reason_filter_is_an_error_not_an_empty_answer():
 
     with pytest.raises(ValueError, match=r"reason 'too-late' is not a reason eventtime writes; valid: too_late, null_timestamp"):
         LateFilter(reason="too-late")
+
+
+def test_reading_a_table_that_is_not_a_late_table_is_an_error(tmp_path):
+    """read_late on the results table gave its panes (and summarize an all-empty summary)."""
+    from eventtime.late import NotALateTableError, open_late_table
+    from eventtime.sinks import DeltaResultsSink
+
+    path = str(tmp_path / "results")
+    DeltaResultsSink(path, pipeline="p")(pa.table({
+        "user": ["a"], "window_start": pa.array([T0], pa.timestamp("us", tz="UTC")),
+        "window_end": pa.array([T0], pa.timestamp("us", tz="UTC")), "pane_timing": ["ON_TIME"],
+        "pane_index": pa.array([0], pa.int64()), "is_final": [True], "count": pa.array([1], pa.int64())}), 0, "q")
+    message = (rf"^'{path}' is not a late-data table \(it looks like a results table: DeltaResultsSink writes panes\): "
+               r"it has no column\(s\) kind, reason, event_time, payload; give the table written by DeltaLateSink$")
+    for read in (open_late_table, read_late, read_late_pandas):
+        with pytest.raises(NotALateTableError, match=message):
+            read(path)
+    assert issubclass(NotALateTableError, ValueError)

@@ -9,10 +9,16 @@
   ``["eventtime", pipeline, "late", reason]``;
 * **bogus timestamps**: invalid records per reason with samples of the raw values
   (``0``, ``1970-...``, far future); fingerprint ``["eventtime", pipeline, "invalid", reason]``;
+* **malformed records** (reason ``malformed_record``: the source could not parse the row, a
+  timestamp was never read): their own wording, samples of the raw lines; fingerprint
+  ``["eventtime", pipeline, "invalid", "malformed_record"]``;
 * **partition skew**: a source partition whose max event time lags the global max by
-  more than ``partition_lag_ms`` (default: ``global max - watermark``, i.e. the max
-  out-of-orderness: its records will be classified late) or that sent nothing for
-  ``idle_timeout_s``; fingerprint ``["eventtime", pipeline, "partition_lag"|"partition_idle", partition]``.
+  more than ``partition_lag_ms`` (default: the pipeline's max out-of-orderness, which
+  :func:`eventtime.route` passes on: its records fall behind the watermark) or that sent nothing for
+  ``idle_timeout_s``; fingerprint ``["eventtime", pipeline, "partition_lag"|"partition_idle", partition]``;
+* **pipeline failed**: the query stopped on an error (:meth:`Alerter.on_failure`, which
+  :func:`eventtime.route` calls itself); fingerprint ``["eventtime", pipeline,
+  "pipeline_failed", innermost error class]``.
 
 Every alert kind has a threshold and a cooldown per ``(pipeline, kind, reason or
 partition)``: during a storm at most one event per cooldown is sent, and the counts
@@ -57,6 +63,34 @@ _SAMPLE_FIELDS = (
     "window_start", "window_end", "partition", "offset", "payload",
 )
 _PAYLOAD_MAX_CHARS = 512
+_RAW_LINE_MAX_CHARS = 200
+# The same stop reported twice (route's own report and the caller's) is one failure: same
+# checkpoint and error class within this many seconds, unless both name their query run.
+_SAME_FAILURE_S = 60.0
+
+
+def _failure_class(error: BaseException | str) -> tuple[str, str]:
+    """(innermost error class, one-line summary) of a failure.
+
+    A query's failure (a ``QueryFailedError``, PySpark's ``StreamingQueryException`` or the
+    listener's text) is reduced by :func:`eventtime.spark.describe_failure` to the Spark error
+    class or the Python exception raised in a sink; any other exception is its own type.
+    """
+    error_class = getattr(error, "error_class", None)
+    if isinstance(error_class, str) and error_class:
+        return error_class, str(error)
+    from_spark = isinstance(error, str) or type(error).__module__.split(".")[0] in ("pyspark", "py4j")
+    if from_spark:
+        try:
+            from eventtime.spark.errors import describe_failure
+        except ImportError:  # pragma: no cover - Spark not installed
+            describe_failure = None
+        if describe_failure is not None:
+            described = describe_failure(error)
+            if described.error_class:
+                return described.error_class, str(described)
+    name = "error" if isinstance(error, str) else type(error).__name__
+    return name, str(error)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,8 +165,9 @@ class Alerter:
             least this many records of a reason in the batch AND at least this share
             of the batch's input rows.
         cooldown_s: at most one event per ``(kind, reason/partition)`` per cooldown.
-        partition_lag_ms: lag threshold (int ms or timedelta); ``None``: the max
-            out-of-orderness (``global max event time - watermark``).
+        partition_lag_ms: lag threshold (int ms or timedelta); ``None``: the pipeline's max
+            out-of-orderness, set by :func:`eventtime.route` (without route: ``global max
+            event time - watermark``).
         idle_timeout_s: a partition silent for longer is reported; ``None``: off.
         max_samples: sample records per event.
         send_timeout_s: the most one ``on_batch`` waits for Sentry.
@@ -204,7 +239,7 @@ class Alerter:
             clock=clock,
         )
         self._cooldowns: dict[tuple[str, str], _Cooldown] = {}
-        self._failures_reported: set[tuple[str, str | None]] = set()
+        self._failures: dict[tuple[str | None, str], tuple[str | None, float]] = {}
         self._client: Any = None
         self._scope: Any = None
         self.dsn = dsn
@@ -306,26 +341,43 @@ class Alerter:
                         batch_id, self.pipeline, error, exc_info=True)
         return BatchAlerts(batch_id, tuple(alerts), metrics, time.perf_counter() - started, error)
 
-    def on_failure(self, error: BaseException | str, checkpoint: str | None = None) -> Alert | None:
+    def on_failure(self, error: BaseException | str, checkpoint: str | None = None,
+                   run_id: str | None = None) -> Alert | None:
         """Report that the pipeline stopped on an error (a failed query, unreadable state).
 
-        One error-level event fingerprinted by pipeline and error type; never raises.
+        One error-level event fingerprinted by pipeline and the innermost error class: for a
+        query's failure (``query.exception()``, a ``QueryFailedError``, the listener's text) the
+        Spark error class or the Python exception raised in a sink, otherwise the exception's
+        type. Never raises. :func:`eventtime.route` calls it itself when its query stops on an
+        error, with the query's ``run_id``; the same stop reported again (same checkpoint and
+        error class within a minute, or the same run) is dropped and returns ``None``, so a
+        caller that reports it too adds nothing. A later failure is reported again.
 
         >>> Alerter().on_failure(RuntimeError("state store"), checkpoint="/tmp/cp").kind
         'pipeline_failed'
         """
         started = time.perf_counter()
         try:
-            error_type = type(error).__name__ if isinstance(error, BaseException) else "error"
-            error_type = getattr(error, "error_class", None) or error_type
-            if (error_type, checkpoint) in self._failures_reported:
-                # route()'s listener and the caller may both report the same stop: one event.
-                return None
-            self._failures_reported.add((error_type, checkpoint))
-            text = str(error).strip().splitlines()[0][:500] if str(error).strip() else error_type
-            data = {"pipeline": self.pipeline, "error_type": error_type, "error": str(error)[:4000], "checkpoint": checkpoint}
-            message = f"[{self.pipeline}] pipeline stopped: {error_type}: {text}"
-            alert = self._emit("pipeline_failed", error_type, 1, message, data, self._clock(), level="error")
+            error_type, summary = _failure_class(error)
+            now = self._clock()
+            previous = self._failures.get((checkpoint, error_type))
+            if previous is not None:
+                previous_run, reported_at = previous
+                if run_id is not None and previous_run is not None:
+                    same = run_id == previous_run
+                else:
+                    same = now - reported_at < _SAME_FAILURE_S
+                if same:
+                    log.info("eventtime: pipeline %s: failure %s already reported", self.pipeline, error_type)
+                    return None
+            self._failures[(checkpoint, error_type)] = (run_id, now)
+            text = summary.strip().splitlines()[0][:500] if summary.strip() else error_type
+            if not text.startswith((error_type, f"[{error_type}]")):
+                text = f"{error_type}: {text}"
+            data = {"pipeline": self.pipeline, "error_type": error_type, "error": str(error)[:4000],
+                    "checkpoint": checkpoint, "run_id": run_id}
+            message = f"[{self.pipeline}] pipeline stopped: {text}"
+            alert = self._emit("pipeline_failed", error_type, 1, message, data, now, level="error")
             if self._client is not None and alert.sent:
                 self._client.flush(timeout=max(0.0, self.send_timeout_s - (time.perf_counter() - started)))
             return alert
@@ -398,6 +450,22 @@ class Alerter:
             out.append(item)
         return out
 
+    def _raw_lines(self, group: Any) -> list[str]:
+        """The source lines of malformed records (``payload._corrupt_record``), a few, shortened."""
+        lines: list[str] = []
+        if "payload" not in group.column_names:
+            return lines
+        for payload in group.column("payload").to_pylist():
+            try:
+                line = json.loads(payload).get("_corrupt_record") if payload else None
+            except (ValueError, AttributeError):
+                line = None
+            if isinstance(line, str) and line not in lines:
+                lines.append(line if len(line) <= _RAW_LINE_MAX_CHARS else line[:_RAW_LINE_MAX_CHARS] + "...")
+            if len(lines) >= max(self.max_samples, 1):
+                break
+        return lines
+
     def _record_alert(self, batch_id: int, kind: str, reason: str, group: Any, rows_in: int, now: float) -> Alert | None:
         import pyarrow.compute as pc
 
@@ -437,15 +505,18 @@ class Alerter:
                 pairs = sorted(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()),
                                key=lambda p: (-p[1], str(p[0])))
                 raw = [{"raw_timestamp": v, "count": c} for v, c in pairs[: max(self.max_samples, 1)]]
-            data["raw_values"] = raw
             shown = ", ".join(repr(r["raw_timestamp"]) for r in raw) or "-"
             if reason == MALFORMED_RECORD:
                 # Not a timestamp problem: the source could not parse the row at all.
+                lines = self._raw_lines(group)
+                data["raw_lines"] = lines
                 message = (
                     f"[{self.pipeline}] {count} malformed record(s) (the source could not parse the row) quarantined "
-                    f"in batch {batch_id} ({share:.1%} of {rows_in} rows)"
+                    f"in batch {batch_id} ({share:.1%} of {rows_in} rows); raw lines: "
+                    f"{', '.join(repr(line) for line in lines) or '-'}"
                 )
             else:
+                data["raw_values"] = raw
                 message = (
                     f"[{self.pipeline}] {count} record(s) with bogus timestamps ({reason}) quarantined in "
                     f"batch {batch_id} ({share:.1%} of {rows_in} rows); raw values: {shown}"

@@ -235,7 +235,13 @@ def run_demo(
     except CheckpointMissingError as exc:
         raise DemoError(f"{exc} (demo: add --fresh-start to discard the old tables and start over)") from exc
     except Exception as exc:
-        alerter.on_failure(exc.__cause__ if isinstance(exc, DemoError) and exc.__cause__ else exc, checkpoint=checkpoint)
+        from .spark.errors import QueryFailedError
+
+        failure = exc.__cause__ if isinstance(exc, DemoError) and exc.__cause__ else exc
+        # route sends pipeline_failed itself when its query fails: one event per failure
+        reported = isinstance(failure, QueryFailedError) and router.wait_failure_reported(alerter.send_timeout_s + 10)
+        if not reported:
+            alerter.on_failure(failure, checkpoint=checkpoint)
         raise
     finally:
         alerter.close()

@@ -316,3 +316,68 @@ def test_malformed_records_are_not_called_bogus_timestamps(receiver):
         assert event["fingerprint"] == ["eventtime", "orders", "invalid", "malformed_record"]
     finally:
         alerter.close()
+
+
+# The text a StreamingQueryListener gets when a sink raised inside foreachBatch (shortened).
+LISTENER_TEXT = """org.apache.spark.sql.execution.streaming.sources.ForeachBatchUserFuncException: \
+[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach batch sink. \
+Reason: An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):
+  File "/app/eventtime/spark/transforms.py", line 671, in _handle
+    self.panes_sink(panes, batch_id, qid)
+  File "/app/job.py", line 9, in write
+    raise WarehouseDown("the results database refused the write")
+job.WarehouseDown: the results database refused the write
+ SQLSTATE: 39000
+\tat org.apache.spark.sql.execution.streaming.sources.ForeachBatchSink.callBatchWriter(ForeachBatchSink.scala:56)
+"""
+
+
+def test_a_query_failure_is_fingerprinted_by_its_innermost_class_not_the_wrapper(receiver):
+    """The listener's text (or query.exception()) used to be fingerprinted 'error' /
+    'StreamingQueryException': every failure of every kind in one Sentry issue."""
+    alerter = Alerter(dsn=receiver.dsn, pipeline="orders", send_timeout_s=5, client_options=NO_PROXY)
+    try:
+        alert = alerter.on_failure(LISTENER_TEXT, checkpoint="/cp")
+        (event,) = receiver.wait_for(1)
+    finally:
+        alerter.close()
+    assert alert.reason == "WarehouseDown"
+    assert event["fingerprint"] == ["eventtime", "orders", "pipeline_failed", "WarehouseDown"]
+    message = event["message"]["formatted"] if isinstance(event["message"], dict) else event["message"]
+    assert message == "[orders] pipeline stopped: WarehouseDown: the results database refused the write"
+
+
+def test_the_same_stop_reported_twice_is_one_event_but_a_later_failure_is_sent_again():
+    """route reports a stop with its run id; the caller's own report of it is dropped. A failure
+    of the same class an hour later (the query was restarted) was dropped forever."""
+    clock = FakeClock()
+    alerter = Alerter(dsn=None, pipeline="p", cooldown_s=0, clock=clock)
+    assert alerter.on_failure(LISTENER_TEXT, checkpoint="/cp", run_id="run-1").sent is False  # logged: no DSN
+    assert alerter.on_failure(RuntimeError("x"), checkpoint="/cp") is not None  # another class: another failure
+    clock.now += 1
+    assert alerter.on_failure(LISTENER_TEXT, checkpoint="/cp") is None  # the caller's report of route's
+    assert alerter.on_failure(LISTENER_TEXT, checkpoint="/cp", run_id="run-1") is None  # the same run
+    assert alerter.on_failure(LISTENER_TEXT, checkpoint="/cp", run_id="run-2") is not None  # a restart failed again
+    clock.now += 3600
+    later = alerter.on_failure(LISTENER_TEXT, checkpoint="/cp")
+    assert later is not None and later.kind == "pipeline_failed" and later.reason == "WarehouseDown"
+    assert alerter.on_failure(LISTENER_TEXT, checkpoint="/other") is not None  # another pipeline run
+
+
+def test_malformed_record_alerts_show_the_raw_lines(receiver):
+    alerter = Alerter(dsn=receiver.dsn, pipeline="orders", client_options=NO_PROXY)
+    try:
+        payloads = ['{"id": null, "_corrupt_record": "this is not json id=32"}',
+                    '{"id": null, "_corrupt_record": "{\\"id\\": 31, \\"ts\\": "}', "{}"]
+        table = pa.table({"kind": ["invalid"] * 3, "reason": ["malformed_record"] * 3, "raw_timestamp": [None] * 3,
+                          "lateness_ms": pa.array([None] * 3, pa.int64()), "partition": ["1"] * 3, "payload": payloads})
+        (alert,) = alerter.on_batch(1, table, stats(1, rows_in=10, invalid=3)).alerts
+        (event,) = receiver.wait_for(1)
+    finally:
+        alerter.close()
+    assert alert.data["raw_lines"] == ["this is not json id=32", '{"id": 31, "ts": ']
+    assert "raw_values" not in alert.data  # no timestamp was read: no raw timestamp values
+    message = event["message"]["formatted"] if isinstance(event["message"], dict) else event["message"]
+    assert message.startswith("[orders] 3 malformed record(s) (the source could not parse the row) quarantined in batch 1")
+    assert "'this is not json id=32'" in message
+    assert event["contexts"]["eventtime"]["raw_lines"] == alert.data["raw_lines"]

@@ -357,6 +357,41 @@ def _local_path(path: str) -> Optional[str]:
     return path if "://" not in path else None
 
 
+def _takes_positional(function: Callable, count: int) -> bool:
+    """Whether ``function`` can be called with ``count`` positional arguments (True when its
+    signature cannot be read, e.g. some builtins)."""
+    import inspect
+
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return True
+    try:
+        signature.bind(*([None] * count))
+    except TypeError:
+        return False
+    return True
+
+
+def _accepts_keyword(function: Callable, name: str) -> bool:
+    import inspect
+
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def _signature_text(function: Callable) -> str:
+    import inspect
+
+    try:
+        return f"the arguments {inspect.signature(function)}"
+    except (TypeError, ValueError):  # pragma: no cover - only called when the signature was read
+        return "other arguments"
+
+
 def _stats_class():
     try:
         from ..monitor import BatchStats, PartitionStats  # the sinks helper's contract
@@ -386,13 +421,31 @@ class Router:
                     f"route: {parameter} must be a sink, a callable (table, batch_id, query_id) such as "
                     f"eventtime.sinks.DeltaResultsSink(path), got {type(sink).__name__} {sink!r}"
                 )
+            if isinstance(sink, type):
+                raise TypeError(
+                    f"route: {parameter} must be a sink object, got the class {sink.__name__}; make one first, "
+                    f"e.g. {parameter}={sink.__name__}(path, pipeline=...)"
+                )
+            if sink is not None and not _takes_positional(sink, 3):
+                raise TypeError(
+                    f"route: {parameter} must be callable as {parameter}(table, batch_id, query_id), but "
+                    f"{sink!r} takes {_signature_text(sink)}"
+                )
         if panes is None and late is None and invalid is None:
             raise ValueError(
                 "route: no sink given (panes, late and invalid are all None): every pane and record would be "
                 "discarded. Give at least one, e.g. panes=DeltaResultsSink(path), late=DeltaLateSink(path)"
             )
-        if alerter is not None and not callable(getattr(alerter, "on_batch", None)):
-            raise TypeError(f"route: alerter must have on_batch(batch_id, records, stats) (eventtime.Alerter), got {alerter!r}")
+        if alerter is not None and (isinstance(alerter, type) or not callable(getattr(alerter, "on_batch", None))):
+            raise TypeError(
+                "route: alerter must have on_batch(batch_id, records, stats): an object such as "
+                f"eventtime.Alerter(pipeline=...), got {alerter!r}"
+            )
+        if alerter is not None and not _takes_positional(alerter.on_batch, 3):
+            raise TypeError(
+                f"route: alerter.on_batch must be callable as on_batch(batch_id, records, stats), but it takes "
+                f"{_signature_text(alerter.on_batch)}"
+            )
         if not isinstance(pipeline, str) or not pipeline:
             raise TypeError(f"route: pipeline must be a non-empty string, got {pipeline!r}")
         self.meta = _engine_meta(out)
@@ -422,6 +475,10 @@ class Router:
         self._listener = None
         self._bounded_run = False
         self.failure = None  # the QueryFailedError the query stopped on, once reported
+        self.failure_text: Optional[str] = None  # the query's own error text (with the JVM stack)
+        import threading
+
+        self._failure_reported = threading.Event()
         self.last_stats = None
 
     # -- the query ----------------------------------------------------------------------
@@ -483,8 +540,15 @@ class Router:
             return w.trigger(**trigger) if trigger else w
 
         self._bounded_run = end_of_input  # two queries: the listener stays for the second
+        self.failure = self.failure_text = None
+        self._failure_reported.clear()
+        self._query_id = None  # read again from this checkpoint's metadata
         self._watch_failures(self.out.sparkSession, checkpoint)
-        self.query = writer().start()
+        try:
+            self.query = writer().start()
+        except BaseException:
+            self._stop_watching()
+            raise
         self._query_id = self.query.id
         if end_of_input:
             from ..compat import mark_ended
@@ -497,10 +561,32 @@ class Router:
             if local is not None:
                 mark_ended(local)
             os.remove(self.meta["end_of_input_signal"])
-            if self._listener is not None:
-                self.out.sparkSession.streams.removeListener(self._listener)
-                self._listener = None
+            self._stop_watching()
         return self.query
+
+    def wait_failure_reported(self, timeout: float) -> bool:
+        """Wait until route has reported its query's failure to the alerter (``pipeline_failed``).
+
+        True once it has (``self.failure`` is then the error); False after ``timeout`` seconds
+        (no alerter with ``on_failure``, or the query did not fail). A caller that reports
+        failures itself waits for this instead of sending a second event:
+
+        >>> if not router.wait_failure_reported(5.0):  # doctest: +SKIP
+        ...     alerter.on_failure(error)
+        """
+        return self._failure_reported.wait(timeout)
+
+    def _stop_watching(self, spark=None, from_listener: bool = False) -> None:
+        listener, self._listener = self._listener, None
+        if listener is None:
+            return
+        spark = spark or self.out.sparkSession
+        if from_listener:  # not from inside the listener bus' own callback
+            import threading
+
+            threading.Thread(target=spark.streams.removeListener, args=(listener,), daemon=True).start()
+        else:
+            spark.streams.removeListener(listener)
 
     def _watch_failures(self, spark, checkpoint: str) -> None:
         """Send ``pipeline_failed`` (fingerprinted by the innermost error class) when the query
@@ -510,6 +596,8 @@ class Router:
         from pyspark.sql.streaming import StreamingQueryListener
 
         router = self
+        report = {"checkpoint": checkpoint}
+        pass_run_id = _accepts_keyword(self.alerter.on_failure, "run_id")
 
         class _FailureListener(StreamingQueryListener):
             def onQueryStarted(self, event) -> None:
@@ -522,20 +610,23 @@ class Router:
                 pass
 
             def onQueryTerminated(self, event) -> None:
-                if router.query is None or str(event.id) != str(router.query.id):
+                # A query that fails at once may end before start() has returned it: its id is
+                # also the id in the checkpoint's metadata.
+                ours = router.query_id() or (router.query.id if router.query is not None else "")
+                if not ours or str(event.id) != str(ours):
                     return
                 if event.exception:
                     from .errors import describe_failure
 
                     router.failure_text = event.exception
                     router.failure = describe_failure(event.exception)
-                    router.alerter.on_failure(router.failure, checkpoint=checkpoint)
-                if not router._bounded_run:
-                    import threading
-
-                    # not from inside the listener bus' own callback
-                    threading.Thread(target=spark.streams.removeListener, args=(self,), daemon=True).start()
-                    router._listener = None
+                    try:
+                        run = {"run_id": str(event.runId)} if pass_run_id else {}
+                        router.alerter.on_failure(router.failure, **report, **run)
+                    finally:
+                        router._failure_reported.set()
+                if event.exception or not router._bounded_run:
+                    router._stop_watching(spark, from_listener=True)
 
         self._listener = _FailureListener()
         spark.streams.addListener(self._listener)

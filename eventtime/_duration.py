@@ -159,10 +159,11 @@ def event_zone(tz: object, name: str = "tz"):
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     try:
-        if "/" not in text and text not in ("UTC", "GMT"):
+        # posix/ and right/ copies exist for Python but not for Spark (right/ counts leap seconds)
+        if ("/" not in text and text not in ("UTC", "GMT")) or text.split("/", 1)[0] in ("posix", "right"):
             raise ZoneInfoNotFoundError(text)
         return ZoneInfo(text), text
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a folder such as America/Argentina
         raise ValueError(
             f"{name} must be a fixed UTC offset ('UTC+8', '+08:00') or an IANA zone name ('Asia/Shanghai', "
             f"'Europe/Berlin'), got {tz!r}"

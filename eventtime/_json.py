@@ -77,7 +77,7 @@ def render_value(value: Any) -> str:
             return json.dumps(str(value))
         return format(value, "f")
     if isinstance(value, str):
-        return json.dumps(value)
+        return json.dumps(value, ensure_ascii=False)  # raw UTF-8, as Spark's to_json writes
     if isinstance(value, _dt.datetime):  # pandas.Timestamp too; before date (a subclass)
         return json.dumps(_timestamp_text(value))
     if isinstance(value, _dt.date):
@@ -98,7 +98,7 @@ def row_json(items: Iterable[tuple[str, Any]], sort_keys: bool = False, compact:
     or, with ``compact``, without spaces (like Spark's ``to_json``)."""
     pairs = sorted(items, key=lambda kv: kv[0]) if sort_keys else list(items)
     comma, colon = (",", ":") if compact else (", ", ": ")
-    return "{" + comma.join(json.dumps(str(name)) + colon + render_value(v) for name, v in pairs) + "}"
+    return "{" + comma.join(json.dumps(str(name), ensure_ascii=False) + colon + render_value(v) for name, v in pairs) + "}"
 
 
 def key_json(names: Iterable[str], values: Iterable[Any]) -> str:

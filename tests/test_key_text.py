@@ -73,3 +73,9 @@ def test_results_and_late_tables_carry_the_same_key_text_byte_for_byte(tmp_path)
         "seen": "2024-05-01T08:00:00+00:00", "price": 12.5,
     }
     assert list(json.loads(first)) == list(KEYS) and first.endswith(b',"price":12.50}')
+
+
+def test_non_ascii_keys_are_raw_utf8_like_spark_to_json():
+    from eventtime._json import key_json
+
+    assert key_json(["user"], ["ü-😀"]) == '{"user":"ü-😀"}'

@@ -81,7 +81,7 @@ class TwsReplay:
         for rec in batch:
             rid = len(self.records)
             self.records.append(rec)
-            ts_ms, reason = extract(rec.ts, self.scenario.now_ms, cfg.min_valid_ms, cfg.max_future_ms)
+            ts_ms, reason = extract(rec.ts, self.scenario.now_ms, cfg.min_valid_ms, cfg.max_future_ms, tz=self.scenario.tz)
             if reason is None:
                 max_seen = ts_ms if max_seen is None else max(max_seen, ts_ms)
             rows.append(

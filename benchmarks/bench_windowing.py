@@ -1,23 +1,34 @@
 """Benchmark: eventtime's operator against Spark's native windowed aggregation, same input.
 
-The stream is generated once (one parquet file per micro-batch, plus a last "flush" file
+Each stream is generated once (one parquet file per micro-batch, plus a last "flush" file
 whose single row is far in the future so that every window is emitted and purged), then in
 one process, alternating, both engines read it with ``maxFilesPerTrigger=1``:
 
 * native: ``withWatermark(et, B + L)`` + ``groupBy(window(et, ...), key).agg(count, sum)``,
   append mode: windows are kept until the lateness has passed, like eventtime's, and records
-  behind that watermark are dropped silently;
+  behind that watermark are dropped silently; run at ``spark.sql.shuffle.partitions`` 2 and
+  4, and the better of the two is the peer;
 * eventtime: ``with_event_time`` + ``window_aggregate`` (allowed lateness L, ON_TIME and
-  LATE panes, late side output, invalid quarantine, per-partition stats) + ``route``.
+  LATE panes, late side output with full payloads, invalid quarantine, per-partition
+  statistics) + ``route``.
 
-Both write through ``foreachBatch`` + ``toArrow()`` into no-op sinks. Wall time is from
-``start()`` until the last batch (and the no-data batch after it) is committed.
+Both write through ``foreachBatch`` + ``toArrow()``. Wall time is from ``start()`` until the
+last batch (and the no-data batch after it) is committed.
 
-Workloads: (T) 1-minute tumbling, (S) 5-minute windows sliding by 1 minute; 10k keys, 20
-micro-batches, 5 % of the records late within the allowed lateness, 1 % beyond it.
+Suites:
 
-    .venv/bin/python benchmarks/bench_windowing.py               # 5M rows, both workloads
-    .venv/bin/python benchmarks/bench_windowing.py --rows 200000 # quick
+* ``throughput``: (T) 1-minute tumbling, (S) 5-minute windows sliding by 1 minute; 10k keys,
+  20 micro-batches, 5 % of the records late within the allowed lateness, 1 % beyond it.
+  Reports min and median wall time per engine, their ratios, rows per second per core and
+  the pane latency (from the end of the batch whose data moved the watermark past a
+  window's end to the pane reaching the sink).
+* ``scale``: 1M keys, daily windows in UTC+8, 60 batches of 50k rows (all in one local
+  day, so the state only grows): time and checkpoint bytes written per batch, first 10
+  batches against the last 10.
+* ``tiny``: 1k rows per batch, 40 batches: median batch time.
+
+    .venv/bin/python benchmarks/bench_windowing.py                      # everything (~25 min)
+    .venv/bin/python benchmarks/bench_windowing.py --suites throughput --rows 500000 --repeat 1
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -37,25 +49,29 @@ import pyarrow.parquet as pq
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 MINUTE = 60_000
+DAY = 24 * 60 * MINUTE
 B_MS = 10_000  # max out-of-orderness
 L_MS = 5 * MINUTE  # allowed lateness
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % MINUTE
+SCHEMA = "key string, ts long, amount double, part int, hb boolean"
+CORES = os.cpu_count() or 1
 
 
-def generate(path: str, rows: int, batches: int, keys: int, seed: int = 7) -> None:
-    """One parquet file per micro-batch; batch i covers event time [T0 + i min, T0 + (i+1) min)."""
+def generate(path: str, rows: int, batches: int, keys: int, step_ms: int = MINUTE, late: bool = True, seed: int = 7) -> None:
+    """One parquet file per micro-batch; batch i covers event time [T0 + i step, T0 + (i+1) step)."""
     rng = np.random.default_rng(seed)
     per_batch = rows // batches
     os.makedirs(path, exist_ok=True)
-    key_names = np.array([f"user{k:05d}" for k in range(keys)], dtype=object)
+    key_names = np.array([f"user{k:07d}" for k in range(keys)], dtype=object)
     for i in range(batches):
-        clock = T0 + i * MINUTE
+        clock = T0 + i * step_ms
         u = rng.random(per_batch)
-        ts = clock + rng.integers(0, MINUTE, per_batch)
-        late = u < 0.05  # behind the watermark, window due, within the lateness
-        ts[late] = clock - rng.integers(70_000, 4 * MINUTE, late.sum())
-        too_late = (u >= 0.05) & (u < 0.06)  # every window expired
-        ts[too_late] = clock - rng.integers(11 * MINUTE, 16 * MINUTE, too_late.sum())
+        ts = clock + rng.integers(0, step_ms, per_batch)
+        if late:
+            behind = u < 0.05  # behind the watermark, window due, within the lateness
+            ts[behind] = clock - rng.integers(70_000, 4 * MINUTE, behind.sum())
+            too_late = (u >= 0.05) & (u < 0.06)  # every window expired
+            ts[too_late] = clock - rng.integers(11 * MINUTE, 16 * MINUTE, too_late.sum())
         table = pa.table(
             {
                 "key": pa.array(key_names[rng.integers(0, keys, per_batch)], pa.string()),
@@ -69,7 +85,7 @@ def generate(path: str, rows: int, batches: int, keys: int, seed: int = 7) -> No
     flush = pa.table(
         {
             "key": pa.array(["__flush__"], pa.string()),
-            "ts": pa.array([T0 + (batches + 60) * MINUTE], pa.int64()),
+            "ts": pa.array([T0 + batches * step_ms + 3 * DAY], pa.int64()),
             "amount": pa.array([0.0]),
             "part": pa.array([0], pa.int32()),
             "hb": pa.array([True]),
@@ -78,35 +94,69 @@ def generate(path: str, rows: int, batches: int, keys: int, seed: int = 7) -> No
     pq.write_table(flush, os.path.join(path, f"batch-{batches:05d}.parquet"))
 
 
-def run_native(spark, data: str, work: str, window: tuple, files: int) -> dict:
+def _dir_bytes(path: str) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                pass
+    return total
+
+
+class _Probe:
+    """What the sinks see: per batch, the wall clock, the checkpoint size and the panes."""
+
+    def __init__(self, checkpoint: str, measure_bytes: bool) -> None:
+        self.checkpoint, self.measure_bytes = checkpoint, measure_bytes
+        self.bytes: dict[int, int] = {}
+        self.pane_ends: dict[int, tuple[float, list]] = {}  # batch -> (time, window_end ms list)
+
+    def batch(self, batch_id: int, window_ends) -> None:
+        now = time.time()
+        if self.measure_bytes:
+            self.bytes[batch_id] = _dir_bytes(self.checkpoint)
+        if len(window_ends):
+            self.pane_ends[batch_id] = (now, window_ends)
+
+
+def run_native(spark, data: str, work: str, window: tuple, files: int, measure_bytes: bool = False) -> dict:
     from pyspark.sql import functions as F
 
-    src = spark.readStream.schema("key string, ts long, amount double, part int, hb boolean").option("maxFilesPerTrigger", 1).parquet(data)
+    checkpoint = os.path.join(work, "chk")
+    probe = _Probe(checkpoint, measure_bytes)
+    src = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(data)
     agg = (
         src.withColumn("et", F.timestamp_millis("ts"))
         .withWatermark("et", f"{B_MS + L_MS} milliseconds")
         .groupBy(F.window("et", *window), "key")
         .agg(F.count(F.lit(1)).alias("count"), F.sum("amount").alias("sum_amount"))
+        .select(F.unix_millis(F.col("window.end")).alias("window_end"), "key", "count", "sum_amount")
     )
     counts = {"rows_out": 0}
 
     def sink(df, batch_id):
-        counts["rows_out"] += df.toArrow().num_rows
+        table = df.toArrow()
+        counts["rows_out"] += table.num_rows
+        probe.batch(batch_id, table.column("window_end").to_pylist())
 
     t0 = time.perf_counter()
-    query = agg.writeStream.foreachBatch(sink).outputMode("append").option("checkpointLocation", os.path.join(work, "chk-native")).start()
+    query = agg.writeStream.foreachBatch(sink).outputMode("append").option("checkpointLocation", checkpoint).start()
     _drain(query, files - 1)
     wall = time.perf_counter() - t0
-    result = _summary(query, wall)
+    result = _summary(query, wall, probe)
     result.update(counts)
     query.stop()
     return result
 
 
-def run_eventtime(spark, data: str, work: str, window, files: int, num_buckets: int) -> dict:
+def run_eventtime(spark, data: str, work: str, window, files: int, measure_bytes: bool = False) -> dict:
     import eventtime
 
-    src = spark.readStream.schema("key string, ts long, amount double, part int, hb boolean").option("maxFilesPerTrigger", 1).parquet(data)
+    checkpoint = os.path.join(work, "chk")
+    probe = _Probe(checkpoint, measure_bytes)
+    src = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(data)
     events = src.transform(
         eventtime.with_event_time("ts", unit="ms", max_out_of_orderness=B_MS, min_valid="2020-01-01", max_future="3650 days")
     )
@@ -114,29 +164,28 @@ def run_eventtime(spark, data: str, work: str, window, files: int, num_buckets: 
         eventtime.window_aggregate(
             keys=["key"], window=window, allowed_lateness=L_MS,
             aggregations=[eventtime.count(), eventtime.sum("amount")],
-            partition_col="part", heartbeat_col="hb", num_buckets=num_buckets,
+            partition_col="part", heartbeat_col="hb",
         )
     )
-    counts = {"panes": 0, "late": 0, "invalid": 0}
+    counts = {"panes": 0, "late": 0, "invalid": 0, "payload_bytes": 0}
 
     def panes(table, batch_id, query_id):
         counts["panes"] += table.num_rows
+        on_time = [e for e, t in zip(table.column("window_end").to_pylist(), table.column("pane_timing").to_pylist()) if t == "ON_TIME"]
+        probe.batch(batch_id, [int(e.timestamp() * 1000) for e in on_time])
 
     def records(table, batch_id, query_id):
         kinds = table.column("kind").to_pylist()
         counts["late"] += kinds.count("late")
         counts["invalid"] += kinds.count("invalid")
+        counts["payload_bytes"] += sum(len(p or "") for p in table.column("payload").to_pylist())
 
     t0 = time.perf_counter()
-    query = eventtime.route(out, panes=panes, late=records, pipeline="bench").start(checkpoint=os.path.join(work, "chk-eventtime"))
+    query = eventtime.route(out, panes=panes, late=records, pipeline="bench").start(checkpoint=checkpoint)
     _drain(query, files - 1)
     wall = time.perf_counter() - t0
-    result = _summary(query, wall)
+    result = _summary(query, wall, probe)
     result.update(counts)
-    if os.environ.get("BENCH_VERBOSE"):
-        for p in query.recentProgress:
-            ops = p.get("stateOperators") or [{}]
-            print(p["batchId"], p["numInputRows"], p["durationMs"].get("addBatch"), json.dumps({k: v for k, v in ops[0].items() if k not in ("operatorName",)}))
     query.stop()
     return result
 
@@ -157,82 +206,189 @@ def _drain(query, last_offset: int) -> None:
     query.processAllAvailable()  # the no-data batch after the flush file
 
 
-def _summary(query, wall: float) -> dict:
+def _epoch_ms(text: str) -> int:
+    """A progress timestamp ("2026-11-22T16:40:01.123Z") as epoch ms."""
+    import calendar
+    from datetime import datetime
+
+    dt = datetime.strptime(text.rstrip("Z"), "%Y-%m-%dT%H:%M:%S.%f")
+    return calendar.timegm(dt.timetuple()) * 1000 + dt.microsecond // 1000
+
+
+def _summary(query, wall: float, probe: _Probe) -> dict:
     progress = query.recentProgress
     last = query.lastProgress or {}
     state_rows = sum(op.get("numRowsTotal", 0) for op in last.get("stateOperators", []))
-    add_batch = sum(p["durationMs"].get("addBatch", 0) for p in progress) / 1000
+    data_batches = [p for p in progress if p["numInputRows"] > 0]
+
+    def end_of(p) -> float:  # epoch seconds when the batch's trigger finished
+        return (_epoch_ms(p["timestamp"]) + p["durationMs"]["triggerExecution"]) / 1000
+
+    # Pane latency: the batch whose data first moved the watermark to >= the window's max
+    # timestamp ended at T; the pane reached the sink at S; latency = S - T.
+    by_id = {p["batchId"]: p for p in progress}
+    watermark_of = {b: _epoch_ms(p["eventTime"]["watermark"]) if p.get("eventTime", {}).get("watermark") else 0 for b, p in by_id.items()}
+    latencies = []
+    for batch_id, (seen_at, ends) in probe.pane_ends.items():
+        for end in set(ends):
+            m = end - 1
+            movers = [b for b in sorted(by_id) if b + 1 in watermark_of and watermark_of[b + 1] >= m and watermark_of.get(b, 0) < m]
+            if movers and movers[0] < batch_id + 1 and movers[0] in by_id:
+                latencies.append(seen_at - end_of(by_id[movers[0]]))
+    sizes = [probe.bytes[b] for b in sorted(probe.bytes)]
+    growth = [b - a for a, b in zip(sizes, sizes[1:])]
     return {
         "wall_s": round(wall, 2),
         "batches": len(progress),
         "rows_in": sum(p["numInputRows"] for p in progress),
-        "add_batch_s": round(add_batch, 2),
+        "batch_ms": [p["durationMs"]["triggerExecution"] for p in data_batches],
         "state_rows_after_drain": state_rows,
         "dropped_by_watermark": sum(op.get("numRowsDroppedByWatermark", 0) for p in progress for op in p.get("stateOperators", [])),
+        "pane_latency_ms_p50": round(statistics.median(latencies) * 1000) if latencies else None,
+        "checkpoint_bytes": _dir_bytes(probe.checkpoint),
+        "checkpoint_growth_per_batch": growth,
     }
+
+
+def _set_partitions(spark, n: int) -> None:
+    spark.conf.set("spark.sql.shuffle.partitions", str(n))
+
+
+def _run(engine: str, spark, data: str, work: str, window, files: int, partitions: int, measure_bytes: bool = False) -> dict:
+    run_dir = os.path.join(work, f"{engine}-{partitions}-{time.monotonic_ns()}")
+    os.makedirs(run_dir)
+    _set_partitions(spark, partitions)
+    runner = run_native if engine == "native" else run_eventtime
+    result = runner(spark, data, run_dir, window, files, measure_bytes)
+    result.update(engine=engine, shuffle_partitions=partitions)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return result
+
+
+def _brief(res: dict) -> dict:
+    return {k: v for k, v in res.items() if k not in ("batch_ms", "checkpoint_growth_per_batch")}
+
+
+def suite_throughput(spark, work: str, args) -> list[str]:
+    import eventtime
+
+    data = os.path.join(work, "throughput")
+    generate(data, args.rows, args.batches, args.keys)
+    files = args.batches + 1
+    workloads = {
+        "T": (("1 minute",), eventtime.Tumbling("1 minute")),
+        "S": (("5 minutes", "1 minute"), eventtime.Sliding("5 minutes", "1 minute")),
+    }
+    lines = []
+    for name in args.workloads.split(","):
+        native_window, et_window = workloads[name]
+        walls: dict[str, list[float]] = {"native-2": [], "native-4": [], "eventtime": []}
+        latency: dict[str, list] = {"native": [], "eventtime": []}
+        for rep in range(args.repeat):
+            for engine, partitions in (("native", 2), ("eventtime", args.eventtime_partitions), ("native", 4)):
+                res = _run(engine, spark, data, work, native_window if engine == "native" else et_window, files, partitions)
+                res.update(workload=name, rep=rep)
+                print(json.dumps(_brief(res)), flush=True)
+                walls["eventtime" if engine == "eventtime" else f"native-{partitions}"].append(res["wall_s"])
+                latency[engine].append(res["pane_latency_ms_p50"])
+        best = min(("native-2", "native-4"), key=lambda k: statistics.median(walls[k]))
+        native, et = walls[best], walls["eventtime"]
+        lines.append(
+            f"[{name}] native ({best}: shuffle partitions {best[-1]}) min {min(native):.1f}s median {statistics.median(native):.1f}s "
+            f"(runs {native}; other setting {walls['native-4' if best == 'native-2' else 'native-2']})  "
+            f"eventtime min {min(et):.1f}s median {statistics.median(et):.1f}s (runs {et})  "
+            f"ratio eventtime/native: min {min(et) / min(native):.2f}, median {statistics.median(et) / statistics.median(native):.2f}  "
+            f"rows/s/core: eventtime {args.rows / statistics.median(et) / CORES:,.0f}, native {args.rows / statistics.median(native) / CORES:,.0f}  "
+            f"pane latency p50 ms: eventtime {latency['eventtime']}, native {latency['native']}"
+        )
+    return lines
+
+
+def suite_scale(spark, work: str, args) -> list[str]:
+    import eventtime
+
+    data = os.path.join(work, "scale")
+    rows = args.scale_batches * args.scale_batch_rows
+    # All batches inside one local (UTC+8) day: no window fires, the state only grows.
+    generate(data, rows, args.scale_batches, args.scale_keys, step_ms=MINUTE, late=False, seed=11)
+    files = args.scale_batches + 1
+    lines = []
+    results = {}
+    for engine, window in (("native", ("1 day", "1 day", "16 hours")), ("eventtime", eventtime.Tumbling("1 day", tz="UTC+8"))):
+        res = _run(engine, spark, data, work, window, files, args.eventtime_partitions if engine == "eventtime" else 2, measure_bytes=True)
+        print(json.dumps(_brief(res)), flush=True)
+        results[engine] = res
+    for engine, res in results.items():
+        times = res["batch_ms"][: args.scale_batches]
+        growth = res["checkpoint_growth_per_batch"][: args.scale_batches - 1]
+        first, last = statistics.median(times[:10]), statistics.median(times[-10:])
+        lines.append(
+            f"[scale] {engine}: {args.scale_keys:,} keys, {args.scale_batches} batches of {args.scale_batch_rows:,} rows, wall {res['wall_s']:.1f}s; "
+            f"batch ms median first 10 {first:.0f}, last 10 {last:.0f} (last/first {last / first:.2f}); "
+            f"checkpoint bytes per batch median {statistics.median(growth):,.0f} (first 10 {statistics.median(growth[:10]):,.0f}, "
+            f"last 10 {statistics.median(growth[-10:]):,.0f}); checkpoint total {res['checkpoint_bytes']:,}; "
+            f"state rows after drain {res['state_rows_after_drain']}"
+        )
+    n, e = results["native"], results["eventtime"]
+    lines.append(
+        f"[scale] ratio eventtime/native: wall {e['wall_s'] / n['wall_s']:.2f}, checkpoint bytes per batch "
+        f"{statistics.median(e['checkpoint_growth_per_batch']) / max(1, statistics.median(n['checkpoint_growth_per_batch'])):.2f}"
+    )
+    return lines
+
+
+def suite_tiny(spark, work: str, args) -> list[str]:
+    import eventtime
+
+    data = os.path.join(work, "tiny")
+    generate(data, 1_000 * args.tiny_batches, args.tiny_batches, 1_000, seed=13)
+    files = args.tiny_batches + 1
+    medians = {}
+    for engine, window in (("native", ("1 minute",)), ("eventtime", eventtime.Tumbling("1 minute"))):
+        res = _run(engine, spark, data, work, window, files, args.eventtime_partitions if engine == "eventtime" else 2)
+        print(json.dumps(_brief(res)), flush=True)
+        medians[engine] = statistics.median(res["batch_ms"][5:])  # after warm-up
+    return [
+        f"[tiny] 1k rows per batch, {args.tiny_batches} batches: median batch ms native {medians['native']:.0f}, "
+        f"eventtime {medians['eventtime']:.0f}, ratio {medians['eventtime'] / medians['native']:.2f}"
+    ]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suites", default="throughput,scale,tiny")
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--workloads", default="T,S", help="comma-separated: T (tumbling), S (sliding)")
-    parser.add_argument("--repeat", type=int, default=1, help="alternating runs per engine and workload")
-    parser.add_argument("--num-buckets", type=int, default=None, help="eventtime hash buckets (default: the engine's)")
-    parser.add_argument("--shuffle-partitions", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=3, help="alternating runs per engine and workload")
+    parser.add_argument("--eventtime-partitions", type=int, default=2, help="eventtime's spark.sql.shuffle.partitions")
+    parser.add_argument("--scale-keys", type=int, default=1_000_000)
+    parser.add_argument("--scale-batches", type=int, default=60)
+    parser.add_argument("--scale-batch-rows", type=int, default=50_000)
+    parser.add_argument("--tiny-batches", type=int, default=40)
     parser.add_argument("--workdir", default=None)
-    parser.add_argument("--engines", default="native,eventtime")
     parser.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value (both engines)")
     args = parser.parse_args(argv)
 
-    import eventtime
     from eventtime.spark import local_session
-    from eventtime.spark.transforms import DEFAULT_NUM_BUCKETS
 
-    buckets = args.num_buckets or DEFAULT_NUM_BUCKETS
     work = args.workdir or tempfile.mkdtemp(prefix="eventtime-bench-")
-    data = os.path.join(work, "data")
-    t = time.perf_counter()
-    generate(data, args.rows, args.batches, args.keys)
-    print(f"generated {args.rows} rows in {args.batches} files (+1 flush file) in {time.perf_counter() - t:.1f}s: {data}", flush=True)
     spark = local_session(
-        shuffle_partitions=args.shuffle_partitions,
         extra_conf={
             "spark.driver.memory": "6g",
             "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
             **dict(kv.split("=", 1) for kv in args.conf),
         },
     )
-    files = args.batches + 1
-    workloads = {
-        "T": (("1 minute",), eventtime.Tumbling("1 minute")),
-        "S": (("5 minutes", "1 minute"), eventtime.Sliding("5 minutes", "1 minute")),
-    }
-    results = []
-    for name in args.workloads.split(","):
-        native_window, et_window = workloads[name]
-        for rep in range(args.repeat):
-            for engine in args.engines.split(","):
-                run_dir = os.path.join(work, f"{name}-{engine}-{rep}")
-                shutil.rmtree(run_dir, ignore_errors=True)
-                os.makedirs(run_dir)
-                if engine == "native":
-                    res = run_native(spark, data, run_dir, native_window, files)
-                else:
-                    res = run_eventtime(spark, data, run_dir, et_window, files, buckets)
-                res.update(workload=name, engine=engine, rep=rep)
-                results.append(res)
-                print(json.dumps(res), flush=True)
+    suites = {"throughput": suite_throughput, "scale": suite_scale, "tiny": suite_tiny}
+    lines = []
+    for name in args.suites.split(","):
+        lines += suites[name](spark, work, args)
     print()
-    print(f"rows={args.rows} keys={args.keys} batches={args.batches} buckets={buckets} shuffle_partitions={args.shuffle_partitions}")
-    for name in args.workloads.split(","):
-        walls = {e: [r["wall_s"] for r in results if r["workload"] == name and r["engine"] == e] for e in args.engines.split(",")}
-        line = "  ".join(f"{e}={min(v):.1f}s (runs {v})" for e, v in walls.items() if v)
-        ratio = ""
-        if walls.get("native") and walls.get("eventtime"):
-            ratio = f"  ratio eventtime/native = {min(walls['eventtime']) / min(walls['native']):.2f}"
-        print(f"[{name}] {line}{ratio}")
+    print(f"cores={CORES} rows={args.rows} keys={args.keys} batches={args.batches} repeat={args.repeat}")
+    for line in lines:
+        print(line)
     spark.stop()
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)

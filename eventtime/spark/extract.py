@@ -44,6 +44,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .._duration import event_zone, to_instant_ms, to_ms
+from ..trigger import END_OF_INPUT_MS
 from ..timestamps import (
     BEFORE_MIN_VALID,
     DEFAULT_MAX_FUTURE_MS,
@@ -382,16 +383,29 @@ def with_event_time(
         out = (
             df.withColumn("__et_reason", reason)
             .withColumn("__et_raw", raw)
-            .withColumn(
-                "__et_ms",
-                F.when(F.col("__et_reason").isNull(), F.col("__et_ms_raw")).alias(
-                    "__et_ms", metadata={META_KEY: json.dumps(settings)}
-                ),
-            )
+            .withColumn("__et_ms", F.when(F.col("__et_reason").isNull(), F.col("__et_ms_raw")))
             .drop("__et_ms_raw", "__et_parse_reason", *[name for name, _ in stages])
             .withColumn("__et_wm", F.when(F.col("__et_reason").isNull(), F.timestamp_millis(F.col("__et_ms"))))
-            .withWatermark("__et_wm", f"{b_ms} milliseconds")
         )
-        return out
+        if df.isStreaming:
+            # End of input (docs/semantics.md): a control stream whose one row, once raised, moves
+            # the watermark to END_OF_INPUT_MS; every key's timers then fire and purge its state.
+            from .control import control_stream
+
+            control, signal_path = control_stream(df.sparkSession)
+            settings["end_of_input_signal"] = signal_path
+            end_ms = END_OF_INPUT_MS + b_ms
+            out = out.unionByName(
+                control.select(
+                    *[F.lit(None).cast(f.dataType).alias(f.name) for f in out.schema.fields if not f.name.startswith("__et_")],
+                    F.lit(None).cast("string").alias("__et_reason"),
+                    F.lit(None).cast("string").alias("__et_raw"),
+                    F.lit(end_ms).cast("long").alias("__et_ms"),
+                    F.timestamp_millis(F.lit(end_ms)).alias("__et_wm"),
+                )
+            )
+        return out.withColumn("__et_ms", F.col("__et_ms").alias("__et_ms", metadata={META_KEY: json.dumps(settings)})).withWatermark(
+            "__et_wm", f"{b_ms} milliseconds"
+        )
 
     return apply

@@ -68,7 +68,7 @@ def wait_for_file(query, index: int, timeout_s: float = 300) -> None:
 class ReplayRunner:
     """One streaming query fed batch by batch (used by :func:`run_scenario` and the tests)."""
 
-    def __init__(self, scenario: Scenario, spark=None, workdir: Optional[str] = None, num_buckets: int = 2) -> None:
+    def __init__(self, scenario: Scenario, spark=None, workdir: Optional[str] = None) -> None:
         from pyspark.sql import SparkSession
         from pyspark.sql import types as T
 
@@ -120,7 +120,6 @@ class ReplayRunner:
                 emit=cfg.emit,
                 partition_col="partition",
                 heartbeat_col="hb",
-                num_buckets=num_buckets,
             )
         )
         self._panes: list = []
@@ -214,11 +213,11 @@ class ReplayRunner:
                 shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def run_scenario(scenario: Union[dict, Scenario], spark=None, num_buckets: int = 2) -> dict:
+def run_scenario(scenario: Union[dict, Scenario], spark=None) -> dict:
     """Replay a scenario (parsed JSON or :class:`Scenario`) through Spark; same output as the reference."""
     if not isinstance(scenario, Scenario):
         scenario = parse_scenario(scenario)
-    runner = ReplayRunner(scenario, spark=spark, num_buckets=num_buckets)
+    runner = ReplayRunner(scenario, spark=spark)
     try:
         return {"batches": [runner.run_batch(batch) for batch in scenario.batches]}
     finally:

@@ -98,6 +98,9 @@ def local_session(
     )
     for key, value in ENGINE_CONF.items():
         builder = builder.config(key, value)
+    from .jvm import engine_jar
+
+    builder = builder.config("spark.jars", engine_jar())
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -20,37 +20,46 @@ from pyspark.sql import types as T
 
 from .. import aggregations as _agg
 from .._duration import to_ms
-from .._json import key_json
+from .._json import key_json, row_json
 from ..aggregations import Aggregation
 from ..config import EngineConfig
 from ..faults import fault_point
-from ..trigger import ACCUMULATING, ON_TIME_AND_LATE
+from ..trigger import ACCUMULATING, END_OF_INPUT_MS, ON_TIME_AND_LATE
 from ..window import WindowAssigner
 from .extract import event_time_settings
-from .processor import (
-    C_BUCKET,
-    C_MS,
-    C_OFF,
-    C_PART,
-    C_RAW,
-    C_REASON,
-    OUTPUT_FIXED,
-    PACKED_DDL,
-    EngineSpec,
-    Packer,
-    EventTimeProcessor,
-    end_of_input_rows,
-)
+from .jvm import ensure_engine
 
-__all__ = ["window_aggregate", "route", "Router", "DEFAULT_NUM_BUCKETS", "output_schema"]
+__all__ = ["window_aggregate", "route", "Router", "output_schema"]
 
 log = logging.getLogger("eventtime.spark")
 
-# The operator groups rows by a hash bucket of the key (see processor.py). Changing the
-# number of buckets of a running query needs a new checkpoint.
-DEFAULT_NUM_BUCKETS = 8
 # Version of the query's checkpoint layout; a checkpoint of another layout is refused on start.
-STATE_LAYOUT = 2
+STATE_LAYOUT = 3
+# Output columns besides the key and aggregation columns, in order, with Spark DDL types.
+OUTPUT_FIXED = [
+    ("kind", "string"),
+    ("window_start", "bigint"),
+    ("window_end", "bigint"),
+    ("pane_timing", "string"),
+    ("pane_index", "bigint"),
+    ("is_final", "boolean"),
+    ("reason", "string"),
+    ("event_time", "bigint"),
+    ("raw_timestamp", "string"),
+    ("watermark", "bigint"),
+    ("lateness_ms", "bigint"),
+    ("partition", "string"),
+    ("offset", "bigint"),
+    ("payload", "string"),
+    ("stat_max_event_time", "bigint"),
+    ("stat_rows", "bigint"),
+]
+# The user's row as one struct, beside the output: the payload of late / invalid records.
+C_REC = "et__rec"
+# Row classes of the operator input (Layout.java).
+CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, CLS_CONTROL = 0, 1, 2, 5
+# Local property through which the driver tells the map-side combine the batch's watermark.
+WATERMARK_PROPERTY = "eventtime.watermark"
 _META = "eventtime"
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _TS_COLUMNS = ("window_start", "window_end", "event_time", "watermark")
@@ -123,10 +132,7 @@ def _check_columns(
             )
 
 
-def _agg_type(agg: Aggregation, schema: T.StructType, result_types: dict) -> T.DataType:
-    if agg.name in result_types:
-        t = result_types[agg.name]
-        return T._parse_datatype_string(t) if isinstance(t, str) else t
+def _agg_type(agg: Aggregation, schema: T.StructType) -> T.DataType:
     if agg.kind == "count":
         return T.LongType()
     source = schema[agg.column].dataType
@@ -136,8 +142,6 @@ def _agg_type(agg: Aggregation, schema: T.StructType, result_types: dict) -> T.D
         return T.LongType() if isinstance(source, _INTEGRAL) else T.DoubleType()
     if agg.kind == "mean":
         return T.DoubleType()
-    if agg.kind == "udaf":
-        return T.DoubleType()
     return source
 
 
@@ -146,6 +150,47 @@ def output_schema(key_fields: Sequence[T.StructField], agg_fields: Sequence[T.St
     types = {"string": T.StringType(), "bigint": T.LongType(), "boolean": T.BooleanType()}
     fixed = [T.StructField(name, types[ddl]) for name, ddl in OUTPUT_FIXED]
     return T.StructType([fixed[0], *key_fields, *fixed[1:6], *agg_fields, *fixed[6:]])
+
+
+def engine_spec(
+    window: WindowAssigner,
+    config: EngineConfig,
+    record_type: T.StructType,
+    out_schema: T.StructType,
+    keys: Sequence[str],
+    aggregations: Sequence[Aggregation],
+    bounded: bool,
+) -> dict:
+    """The JVM engine's configuration (Spec.java) for the user's row type ``record_type``."""
+    position = {f.name: i for i, f in enumerate(record_type.fields)}
+
+    def column_type(agg: Aggregation):
+        return record_type[agg.column].dataType if agg.column else None
+
+    return {
+        "size_ms": window.size_ms,
+        "slide_ms": window.slide_ms,
+        "offset_ms": window.offset_ms,
+        "allowed_lateness_ms": config.allowed_lateness_ms,
+        "accumulation": config.accumulation,
+        "emit": config.emit,
+        "bounded": bounded,
+        "watermark_property": WATERMARK_PROPERTY,
+        "record_type": record_type.json(),
+        "output_type": T.StructType([*out_schema.fields, T.StructField(C_REC, record_type)]).json(),
+        "key_fields": [position[k] for k in keys],
+        "aggregations": [
+            {
+                "kind": a.kind,
+                "name": a.name,
+                "field": position[a.column] if a.column else -1,
+                "integral": isinstance(column_type(a), _INTEGRAL),
+                "decimal": isinstance(column_type(a), T.DecimalType),
+                "scale": column_type(a).scale if isinstance(column_type(a), T.DecimalType) else 0,
+            }
+            for a in aggregations
+        ],
+    }
 
 
 def window_aggregate(
@@ -158,14 +203,13 @@ def window_aggregate(
     partition_col: Optional[str] = None,
     offset_col: Optional[str] = None,
     heartbeat_col: Optional[str] = None,
-    num_buckets: int = DEFAULT_NUM_BUCKETS,
-    result_types: Optional[dict] = None,
 ) -> Callable[[DataFrame], DataFrame]:
     """A ``DataFrame.transform`` step: event-time windows per ``keys`` with allowed lateness.
 
     Apply after :func:`with_event_time`. The result has one row per pane, late record,
     invalid record and per-partition statistic (column ``kind``); give it to :func:`route`.
-    ``result_types`` gives the Spark type of user-defined aggregations (default double).
+    The built-in aggregations run in the JVM operator; a user-defined one
+    (:func:`eventtime.aggregate`) runs in the reference model only.
     """
     keys = _check_keys(keys)
     aggregations = tuple(aggregations) if isinstance(aggregations, (list, tuple)) else (
@@ -174,13 +218,13 @@ def window_aggregate(
     lateness_ms = to_ms(allowed_lateness, "allowed_lateness")
     # Window, aggregations (objects, distinct names), lateness and modes, before any Spark work.
     EngineConfig(window, aggregations, allowed_lateness_ms=lateness_ms, accumulation=accumulation, emit=emit)
-    if result_types is not None and not isinstance(result_types, dict):
-        raise TypeError(f"result_types must be a dict of aggregation name -> Spark type, got {result_types!r}")
-    result_types = dict(result_types or {})
-    if isinstance(num_buckets, bool) or not isinstance(num_buckets, int):
-        raise TypeError(f"num_buckets must be an int, got {type(num_buckets).__name__} {num_buckets!r}")
-    if num_buckets < 1:
-        raise ValueError(f"num_buckets must be >= 1, got {num_buckets}")
+    for i, agg in enumerate(aggregations):
+        if getattr(agg, "kind", None) == "udaf":
+            raise ValueError(
+                f"aggregations[{i}] ({agg.name!r}) is a user-defined aggregation: the Spark engine runs in the JVM and "
+                "computes the built-in ones (count, sum, mean, min, max, first, last); user-defined aggregations "
+                "run in the reference model (eventtime.ReferenceEngine) only"
+            )
     for parameter, value in (("partition_col", partition_col), ("offset_col", offset_col), ("heartbeat_col", heartbeat_col)):
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{parameter} must be a column name (str) or None, got {type(value).__name__} {value!r}")
@@ -210,85 +254,39 @@ def window_aggregate(
         user_cols = [c for c in df.columns if not c.startswith("__et_")]
         schema = df.schema
         _check_columns(schema, user_cols, keys, aggregations, partition_col, offset_col, heartbeat_col)
-        internal = {c: f"et__u{i}" for i, c in enumerate(user_cols)}
-        integral = frozenset(
-            internal[a.column] for a in aggregations if a.column and isinstance(schema[a.column].dataType, _INTEGRAL)
-        )
-        spec = EngineSpec(
-            keys=tuple(internal[k] for k in keys),
-            size_ms=window.size_ms,
-            slide_ms=window.slide_ms,
-            offset_ms=window.offset_ms,
-            allowed_lateness_ms=config.allowed_lateness_ms,
-            aggregations=tuple(
-                dataclasses.replace(a, column=internal[a.column]) if a.column else a for a in config.aggregations
-            ),
-            accumulation=config.accumulation,
-            emit=config.emit,
-            payload_columns=tuple((internal[c], c) for c in user_cols),
-            integral_columns=integral,
-            key_names=tuple(keys),
-            ts_column=internal.get(settings.get("column")),
-            heartbeat_column=internal[heartbeat_col] if heartbeat_col else None,
-        )
         key_fields = [T.StructField(k, schema[k].dataType) for k in keys]
-        agg_fields = [T.StructField(a.name, _agg_type(a, schema, result_types)) for a in aggregations]
+        agg_fields = [T.StructField(a.name, _agg_type(a, schema)) for a in aggregations]
         out_schema = output_schema(key_fields, agg_fields)
-
-        # Only what the processor needs crosses to Python (every column costs, measured): the
-        # user's columns (keys, aggregation inputs, payload), the parsed event time unless the
-        # raw column already is it, and the reason / raw text of invalid records. The row
-        # class is derived in Python (processor.WindowLogic._normalise).
-        ts_col = settings.get("column")
-        ts_is_ms = (
-            ts_col in user_cols
-            and isinstance(schema[ts_col].dataType, _INTEGRAL)
-            and settings.get("unit") in (None, "ms")
-            and not settings.get("string_fallback")
-        )
-        extra = [] if ts_is_ms else [F.coalesce(F.col("__et_ms"), F.lit(0)).cast("long").alias(C_MS)]
-        # The partition as Spark's own text of it, the offset as bigint (both exact).
-        if partition_col:
-            extra.append(F.col(partition_col).cast("string").alias(C_PART))
-        if offset_col:
-            extra.append(F.col(offset_col).cast("long").alias(C_OFF))
-        # The hash bucket is computed in the JVM (xxhash64; an int column costs less to ship
-        # than hashing the keys in Python, measured).
-        bucket = F.pmod(F.xxhash64(*[F.col(k) for k in keys]) if keys else F.lit(0), F.lit(num_buckets)).cast("int")
-        operator_input = df.select(
-            *[F.col(c).alias(internal[c]) for c in user_cols],
-            bucket.alias(C_BUCKET),
-            *extra,
-            F.col("__et_reason").alias(C_REASON),
-            # raw text only for invalid records; late ones render it from the raw column
-            F.when(F.col("__et_reason").isNotNull(), F.col("__et_raw")).alias(C_RAW),
-        )
-        if ts_is_ms:
-            spec = dataclasses.replace(spec, ms_column=internal[ts_col])
-        processor = EventTimeProcessor(spec, [f.name for f in out_schema.fields])
-        packer = Packer([internal[k] for k in keys], num_buckets)
-        packed = operator_input.mapInArrow(packer, PACKED_DDL)
-        # End of input (docs/semantics.md): a static DataFrame is bounded, so its end-of-input
-        # markers are part of it; a stream gets a control stream that Router.start raises.
+        record_type = T.StructType([schema[c] for c in user_cols])
+        position = {c: i for i, c in enumerate(user_cols)}
         spark = df.sparkSession
-        signal_path = None
-        if df.isStreaming:
-            from .control import control_stream
-
-            control, signal_path = control_stream(spark, num_buckets)
-        else:
-            control = spark.createDataFrame(end_of_input_rows(num_buckets), PACKED_DDL)
-        packed = packed.unionByName(control)
-        raw = packed.groupBy(C_BUCKET).transformWithStateInPandas(
-            statefulProcessor=processor,
-            outputStructType=out_schema,
-            outputMode="Append",
-            timeMode="EventTime",
+        spec = engine_spec(window, config, record_type, out_schema, keys, aggregations, bounded=not df.isStreaming)
+        # The operator input (eventtime/jvm/src/eventtime/jvm/Layout.java): the user's row as one
+        # struct, the event time as a plain long (no watermark metadata, so Spark drops nothing
+        # before the operator), the row class, and the invalid reason / raw text, partition
+        # (Spark's own text of it) and offset.
+        reason = F.col("__et_reason")
+        ms = F.col("__et_ms").cast("long")
+        cls = F.when(reason.isNotNull(), F.lit(CLS_INVALID)).when(ms > F.lit(END_OF_INPUT_MS), F.lit(CLS_CONTROL))
+        if heartbeat_col:
+            cls = cls.when(F.coalesce(F.col(heartbeat_col), F.lit(False)), F.lit(CLS_HEARTBEAT))
+        operator_input = df.select(
+            F.struct(*[F.col(c) for c in user_cols]).alias(C_REC),
+            ms.alias("et__ms"),
+            cls.otherwise(F.lit(CLS_DATA)).alias("et__cls"),
+            reason.alias("et__reason"),
+            F.when(reason.isNotNull(), F.col("__et_raw")).alias("et__raw"),
+            (F.col(partition_col).cast("string") if partition_col else F.lit(None).cast("string")).alias("et__part"),
+            (F.col(offset_col).cast("long") if offset_col else F.lit(None).cast("long")).alias("et__off"),
         )
+        ensure_engine(spark)
+        raw = DataFrame(spark._jvm.eventtime.jvm.Engine.apply(operator_input._jdf, json.dumps(spec)), spark)
+        signal_path = settings.get("end_of_input_signal")
+        ts_col = settings.get("column")
         from ..compat import state_fingerprint
 
-        # layout 2: the plan has the end-of-input control stream (a second source).
-        fingerprint = {**state_fingerprint(config, keys), "num_buckets": num_buckets, "layout": STATE_LAYOUT}
+        # layout 3: per-key state of the JVM operator (layouts 1-2: hash buckets of pickled frames).
+        fingerprint = {**state_fingerprint(config, keys), "layout": STATE_LAYOUT}
         meta = json.dumps(
             {
                 "fingerprint": fingerprint,
@@ -301,7 +299,6 @@ def window_aggregate(
                     "allowed_lateness_ms": config.allowed_lateness_ms,
                     "accumulation": config.accumulation,
                     "emit": config.emit,
-                    "num_buckets": num_buckets,
                     **{k: v for k, v in settings.items() if k.endswith("_ms")},
                 },
             }
@@ -313,8 +310,11 @@ def window_aggregate(
                 c = c.alias("kind", metadata={_META: meta})
             elif field.name in _TS_COLUMNS:
                 c = F.timestamp_millis(c).alias(field.name)
+            elif field.name == "raw_timestamp" and ts_col in position:
+                # a late record's raw time: Spark's own text of the original value
+                c = F.when(F.col("kind") == "late", F.col(C_REC)[ts_col].cast("string")).otherwise(c).alias(field.name)
             cols.append(c)
-        return raw.select(*cols)
+        return raw.select(*cols, F.col(C_REC))
 
     return apply
 
@@ -705,8 +705,13 @@ class Router:
         for k in self.keys:
             if k not in columns:
                 columns[k] = records.column(k)
-        for name in ("event_time", "raw_timestamp", "watermark", "lateness_ms", "window_start", "window_end", "partition", "offset", "payload"):
+        for name in ("event_time", "raw_timestamp", "watermark", "lateness_ms", "window_start", "window_end", "partition", "offset"):
             columns[name] = records.column(name)
+        # The whole original row as exact JSON (eventtime._json), rendered here for the few
+        # late / invalid records only.
+        columns["payload"] = pa.array(
+            [None if rec is None else row_json(rec.items()) for rec in records.column(C_REC).to_pylist()], pa.string()
+        ) if C_REC in records.column_names else records.column("payload")
         records = pa.table(columns)
         stats = table.filter(pc.equal(kind, "partition_stats")).select(["partition", "stat_max_event_time", "stat_rows", "watermark"])
         return panes, records, stats
@@ -744,8 +749,29 @@ class Router:
             partitions=partitions,
         )
 
+    def _publish_watermark(self, spark, batch_id: int) -> None:
+        """Tell this batch's tasks its watermark (the map-side combine, Mapper.java): read from
+        the checkpoint's offset log, which Spark writes before it runs the batch. The value is
+        tagged with the query id and batch id, and tasks check both; without it (a remote
+        checkpoint, a static DataFrame) every row goes to the operator uncombined."""
+        context = spark.sparkContext
+        context.setLocalProperty(WATERMARK_PROPERTY, None)
+        local = _local_path(self.checkpoint) if self.checkpoint else None
+        query_id = self.query_id() if local is not None else ""
+        if not query_id:
+            return
+        try:
+            with open(os.path.join(local, "offsets", str(batch_id)), encoding="utf-8") as handle:
+                handle.readline()  # version
+                watermark = int(json.loads(handle.readline())["batchWatermarkMs"])
+        except (OSError, ValueError, KeyError):
+            return
+        context.setLocalProperty(WATERMARK_PROPERTY, f"{query_id}:{batch_id}:{watermark}")
+
     def _handle(self, df: DataFrame, batch_id: int) -> None:
         fault_point("after_commit", batch_id - 1)
+        if self.out.isStreaming:
+            self._publish_watermark(df.sparkSession, batch_id)
         table = df.toArrow()  # one execution of the batch; everything below is on the driver
         panes, records, stats_rows = self.split(table)
         stats = self.batch_stats(batch_id, panes, records, stats_rows)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-# tws_harness.py lives beside the tests; property_tests/ (the shared strategies) at the root.
+# jvm_harness.py lives beside the tests; property_tests/ (the shared strategies) at the root.
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[2]))
 

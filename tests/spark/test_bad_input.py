@@ -69,8 +69,7 @@ def test_bad_input_catalogue_in_one_streaming_query(spark, tmp_path):
     )
     out = events.transform(eventtime.window_aggregate(
         keys=["user_id"], window=eventtime.Tumbling("1 minute"), allowed_lateness=LATENESS_MS,
-        aggregations=[eventtime.count(), eventtime.sum("amount")], partition_col="partition", heartbeat_col="hb",
-        num_buckets=4))
+        aggregations=[eventtime.count(), eventtime.sum("amount")], partition_col="partition", heartbeat_col="hb"))
 
     panes, records, stats = [], [], []
 

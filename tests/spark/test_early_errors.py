@@ -71,8 +71,11 @@ def test_a_key_named_partition_is_refused_with_what_to_do():
     [
         ({"keys": 5}, TypeError, r"keys must be a column name or a list of column names, got int 5"),
         ({"keys": ["a", "a"]}, ValueError, r"keys must be distinct"),
-        ({"num_buckets": "3"}, TypeError, r"num_buckets must be an int, got str '3'"),
-        ({"num_buckets": 0}, ValueError, r"num_buckets must be >= 1, got 0"),
+        (
+            {"aggregations": [eventtime.aggregate("n", "v", create=int, add=lambda a, v: a + 1, merge=lambda a, b: a + b, result=int)]},
+            ValueError,
+            r"aggregations\[0\] \('n'\) is a user-defined aggregation: the Spark engine runs in the JVM",
+        ),
         ({"heartbeat_col": 1}, TypeError, r"heartbeat_col must be a column name \(str\) or None, got int 1"),
         ({"window": "1 minute"}, TypeError, r"window must be Tumbling\(...\) or Sliding\(...\)"),
         ({"emit": "always"}, ValueError, r"emit must be one of"),

@@ -54,8 +54,7 @@ def _aggregate(df, sc):
                                                     min_valid=1, max_future=MAX_FUTURE_MS, now=NOW_MS))
     return events.transform(eventtime.window_aggregate(
         keys=list(sc["keys"]), window=cfg.window, allowed_lateness=cfg.allowed_lateness_ms, aggregations=AGGREGATIONS,
-        accumulation=cfg.accumulation, emit=cfg.emit, partition_col="part", offset_col="off", heartbeat_col="hb",
-        num_buckets=3))
+        accumulation=cfg.accumulation, emit=cfg.emit, partition_col="part", offset_col="off", heartbeat_col="hb"))
 
 
 def _write(directory, batches):

@@ -34,7 +34,7 @@ def test_spark_matches_transcript(spark, path):
 @settings(max_examples=3, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 @given(scenarios(max_batches=4, max_records=6))
 def test_spark_equals_reference_on_generated_scenarios(spark, scenario):
-    difference = diff_outputs(run_reference(parse_scenario(scenario)), run_scenario(scenario, spark=spark, num_buckets=3))
+    difference = diff_outputs(run_reference(parse_scenario(scenario)), run_scenario(scenario, spark=spark))
     assert difference is None, difference
 
 
@@ -159,7 +159,7 @@ def test_route_contract_multiple_keys_tz_sliding_and_stats(spark, tmp_path):
     out = events.transform(eventtime.window_aggregate(
         keys=["user", "region"], window=eventtime.Sliding("2 days", "1 day", tz="UTC+8"), allowed_lateness="12 hours",
         aggregations=[eventtime.count(), eventtime.sum("amount"), eventtime.max("amount", "top")],
-        partition_col="part", offset_col="off", heartbeat_col="hb", num_buckets=4))
+        partition_col="part", offset_col="off", heartbeat_col="hb"))
     panes, records, alerter = [], [], _Alerter()
     router = eventtime.route(out, panes=lambda t, b, q: panes.append((t, b, q)), late=lambda t, b, q: records.append((t, b, q)),
                              alerter=alerter, pipeline="contract")
@@ -227,7 +227,7 @@ def test_local_cluster(tmp_path):
         "from eventtime.spark.replay import run_scenario\n"
         "spark = local_session(master='local-cluster[2,1,1024]', shuffle_partitions=2)\n"
         f"scenario = json.load(open({str(path)!r}))['scenario']\n"
-        "print('RESULT' + json.dumps(run_scenario(scenario, spark=spark, num_buckets=4)))\n"
+        "print('RESULT' + json.dumps(run_scenario(scenario, spark=spark)))\n"
         "spark.stop()\n"
     )
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}

@@ -36,7 +36,7 @@ def test_typed_columns_equal_reference(spark, sc):
 
 
 def _bigint_scenario():
-    """Keys 2**53 and 2**53 + 1 beside a null key (same bucket: num_buckets=1), an INT
+    """Keys 2**53 and 2**53 + 1 beside a null key, an INT
     partition with a null, a BIGINT payload above 2**53 in a late record."""
     big = 2**53
     first = [
@@ -59,7 +59,7 @@ def _bigint_scenario():
 
 def test_bigint_keys_payloads_and_int_partitions_are_exact(spark):
     sc = _bigint_scenario()
-    got = run_spark_typed(sc, spark, num_buckets=1)
+    got = run_spark_typed(sc, spark)
     assert diff_typed(run_reference_typed(sc), got) is None
     panes = {p["key"]: p for p in got[0]["panes"] if p["window_start"] == 0}
     assert set(panes) == {(2**53,), (2**53 + 1,), (None,)}  # three groups, not two
@@ -76,7 +76,7 @@ def test_null_int_and_bigint_keys_form_their_own_group(spark):
     rows = [_row(i, 1000 + i, k_int=v, k_str="a", part=None) for i, v in enumerate([None, 1, None, 2**31 - 1])]
     rows.append(_row(9, 9000, k_int=1, k_str=None))
     sc = {**_bigint_scenario(), "keys": ("k_int", "k_str"), "batches": [rows]}
-    got = run_spark_typed(sc, spark, num_buckets=1)
+    got = run_spark_typed(sc, spark)
     assert diff_typed(run_reference_typed(sc), got) is None
     counts = {p["key"]: p["count"] for p in got[0]["panes"] if p["window_start"] == 0}
     assert counts == {(None, "a"): 2, (1, "a"): 1, (2**31 - 1, "a"): 1}

@@ -138,7 +138,7 @@ def run_reference_typed(sc: dict, end_of_input: bool = False) -> list[dict]:
 class SparkTypedRunner:
     """One streaming query over Parquet files of typed rows, fed one micro-batch at a time."""
 
-    def __init__(self, sc: dict, spark, num_buckets: int = 3) -> None:
+    def __init__(self, sc: dict, spark) -> None:
         self.sc = sc
         self.keys = tuple(sc["keys"])
         self.spark = spark
@@ -156,7 +156,7 @@ class SparkTypedRunner:
             eventtime.window_aggregate(
                 keys=list(self.keys), window=cfg.window, allowed_lateness=cfg.allowed_lateness_ms,
                 aggregations=AGGREGATIONS, accumulation=cfg.accumulation, emit=cfg.emit,
-                partition_col="part", offset_col="off", heartbeat_col="hb", num_buckets=num_buckets,
+                partition_col="part", offset_col="off", heartbeat_col="hb",
             )
         )
         self._panes: list = []
@@ -236,8 +236,8 @@ def render_records(tables: list, keys: tuple) -> list[dict]:
     return out
 
 
-def run_spark_typed(sc: dict, spark, num_buckets: int = 3) -> list[dict]:
-    runner = SparkTypedRunner(sc, spark, num_buckets)
+def run_spark_typed(sc: dict, spark) -> list[dict]:
+    runner = SparkTypedRunner(sc, spark)
     try:
         return [runner.run_batch(batch) for batch in sc["batches"]]
     finally:

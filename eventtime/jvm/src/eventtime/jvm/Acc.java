@@ -1,0 +1,348 @@
+package eventtime.jvm;
+
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
+import java.math.BigDecimal;
+import java.math.BigInteger;
+import java.math.MathContext;
+import java.nio.charset.StandardCharsets;
+
+/**
+ * The accumulator of one aggregation (eventtime/aggregations.py, exactly): count; sum and
+ * mean (integers exact in 128 bits, decimals exact, floats in record order); min / max;
+ * first / last by (event time, value). Nulls and NaN are ignored by all but count.
+ */
+public final class Acc {
+  public long n; // count, or number of non-null values
+  public long t; // event time of v (first / last)
+  public long lo, hi; // exact integer sum: hi * 2^64 + unsigned lo
+  public double d; // float sum
+  public Object v; // min / max / first / last value, or the decimal sum
+
+  private static final MathContext MC = new MathContext(100);
+  private static final BigInteger TWO64 = BigInteger.ONE.shiftLeft(64);
+
+  public static boolean isNull(Object value) {
+    if (value == null) return true;
+    if (value instanceof Double) return ((Double) value).isNaN();
+    if (value instanceof Float) return ((Float) value).isNaN();
+    return false;
+  }
+
+  /** Adds one record's value (null for count) with event time ts. */
+  public void add(Spec spec, int i, Object value, long ts) {
+    String kind = spec.aggKinds[i];
+    if (kind.equals("count")) {
+      n++;
+      return;
+    }
+    if (isNull(value)) return;
+    switch (kind) {
+      case "sum":
+      case "mean":
+        if (spec.aggIntegral[i]) add128(((Number) value).longValue(), value);
+        else if (spec.aggDecimal[i]) v = v == null ? value : ((BigDecimal) v).add((BigDecimal) value);
+        else d += ((Number) value).doubleValue();
+        n++;
+        return;
+      case "min":
+        if (n == 0 || compare(value, v) < 0) v = value;
+        n++;
+        return;
+      case "max":
+        if (n == 0 || compare(value, v) > 0) v = value;
+        n++;
+        return;
+      case "first":
+        if (n == 0 || ts < t || (ts == t && compare(value, v) < 0)) {
+          t = ts;
+          v = value;
+        }
+        n++;
+        return;
+      case "last":
+        if (n == 0 || ts > t || (ts == t && compare(value, v) > 0)) {
+          t = ts;
+          v = value;
+        }
+        n++;
+        return;
+      default:
+        throw new IllegalArgumentException("eventtime: unknown aggregation kind " + kind);
+    }
+  }
+
+  private void add128(long x, Object value) {
+    long r = lo + x;
+    long carry = Long.compareUnsigned(r, lo) < 0 ? 1 : 0;
+    hi += (x >> 63) + carry;
+    lo = r;
+  }
+
+  /** this := merge(this, other); this holds the earlier records (ties keep this). */
+  public void merge(Spec spec, int i, Acc o) {
+    String kind = spec.aggKinds[i];
+    if (o.n == 0) return;
+    switch (kind) {
+      case "count":
+        n += o.n;
+        return;
+      case "sum":
+      case "mean":
+        if (spec.aggIntegral[i]) {
+          long r = lo + o.lo;
+          long carry = Long.compareUnsigned(r, lo) < 0 ? 1 : 0;
+          hi += o.hi + carry;
+          lo = r;
+        } else if (spec.aggDecimal[i]) {
+          v = v == null ? o.v : ((BigDecimal) v).add((BigDecimal) o.v);
+        } else {
+          d += o.d;
+        }
+        n += o.n;
+        return;
+      case "min":
+        if (n == 0 || compare(o.v, v) < 0) v = o.v;
+        n += o.n;
+        return;
+      case "max":
+        if (n == 0 || compare(o.v, v) > 0) v = o.v;
+        n += o.n;
+        return;
+      case "first":
+        if (n == 0 || o.t < t || (o.t == t && compare(o.v, v) < 0)) {
+          t = o.t;
+          v = o.v;
+        }
+        n += o.n;
+        return;
+      case "last":
+        if (n == 0 || o.t > t || (o.t == t && compare(o.v, v) > 0)) {
+          t = o.t;
+          v = o.v;
+        }
+        n += o.n;
+        return;
+      default:
+        throw new IllegalArgumentException("eventtime: unknown aggregation kind " + kind);
+    }
+  }
+
+  public Acc copy() {
+    Acc c = new Acc();
+    c.n = n;
+    c.t = t;
+    c.lo = lo;
+    c.hi = hi;
+    c.d = d;
+    c.v = v;
+    return c;
+  }
+
+  private BigInteger big() {
+    BigInteger low = BigInteger.valueOf(lo);
+    if (lo < 0) low = low.add(TWO64);
+    return BigInteger.valueOf(hi).shiftLeft(64).add(low);
+  }
+
+  private boolean fitsLong() {
+    return hi == (lo >> 63);
+  }
+
+  /** The output value (external Spark type of the output column). */
+  public Object result(Spec spec, int i) {
+    String kind = spec.aggKinds[i];
+    if (kind.equals("count")) return n;
+    if (n == 0) return null;
+    switch (kind) {
+      case "sum":
+        if (spec.aggIntegral[i]) {
+          if (!fitsLong()) {
+            throw new ArithmeticException(
+                "aggregation '" + spec.aggNames[i] + "': the sum " + big() + " is outside the bigint range (Spark's sum overflows too)");
+          }
+          return lo;
+        }
+        if (spec.aggDecimal[i]) return ((BigDecimal) v).setScale(spec.aggDecimalScale[i]);
+        return d;
+      case "mean":
+        if (spec.aggIntegral[i]) {
+          if (fitsLong() && Math.abs(lo) < (1L << 53)) return (double) lo / (double) n;
+          return new BigDecimal(big()).divide(BigDecimal.valueOf(n), MC).doubleValue();
+        }
+        if (spec.aggDecimal[i]) return ((BigDecimal) v).divide(BigDecimal.valueOf(n), MC).doubleValue();
+        return d / n;
+      default:
+        return v;
+    }
+  }
+
+  // --- values: order and storage ---------------------------------------------------------
+
+  /** Python's order of two values of one column type (strings by code point, bytes unsigned). */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  public static int compare(Object a, Object b) {
+    if (a instanceof Double || a instanceof Float) {
+      double x = ((Number) a).doubleValue(), y = ((Number) b).doubleValue();
+      return x < y ? -1 : (x > y ? 1 : 0);
+    }
+    if (a instanceof Long || a instanceof Integer || a instanceof Short || a instanceof Byte) {
+      return Long.compare(((Number) a).longValue(), ((Number) b).longValue());
+    }
+    if (a instanceof String) {
+      String x = (String) a, y = (String) b;
+      int i = 0, j = 0;
+      while (i < x.length() && j < y.length()) {
+        int cx = x.codePointAt(i), cy = y.codePointAt(j);
+        if (cx != cy) return Integer.compare(cx, cy);
+        i += Character.charCount(cx);
+        j += Character.charCount(cy);
+      }
+      return Boolean.compare(i < x.length(), j < y.length());
+    }
+    if (a instanceof byte[]) {
+      return java.util.Arrays.compareUnsigned((byte[]) a, (byte[]) b);
+    }
+    return ((Comparable) a).compareTo(b);
+  }
+
+  public static void writeValue(DataOutputStream out, Object v) throws IOException {
+    if (v == null) {
+      out.writeByte(0);
+    } else if (v instanceof Long) {
+      out.writeByte(1);
+      out.writeLong((Long) v);
+    } else if (v instanceof Integer) {
+      out.writeByte(2);
+      out.writeInt((Integer) v);
+    } else if (v instanceof Short) {
+      out.writeByte(3);
+      out.writeShort((Short) v);
+    } else if (v instanceof Byte) {
+      out.writeByte(4);
+      out.writeByte((Byte) v);
+    } else if (v instanceof Double) {
+      out.writeByte(5);
+      out.writeDouble((Double) v);
+    } else if (v instanceof Float) {
+      out.writeByte(6);
+      out.writeFloat((Float) v);
+    } else if (v instanceof BigDecimal) {
+      BigDecimal b = (BigDecimal) v;
+      out.writeByte(7);
+      out.writeInt(b.scale());
+      writeBytes(out, b.unscaledValue().toByteArray());
+    } else if (v instanceof String) {
+      out.writeByte(8);
+      writeBytes(out, ((String) v).getBytes(StandardCharsets.UTF_8));
+    } else if (v instanceof Boolean) {
+      out.writeByte(9);
+      out.writeBoolean((Boolean) v);
+    } else if (v instanceof java.sql.Date) {
+      out.writeByte(10);
+      out.writeLong(((java.sql.Date) v).toLocalDate().toEpochDay());
+    } else if (v instanceof java.time.LocalDate) {
+      out.writeByte(11);
+      out.writeLong(((java.time.LocalDate) v).toEpochDay());
+    } else if (v instanceof java.sql.Timestamp) {
+      java.sql.Timestamp ts = (java.sql.Timestamp) v;
+      out.writeByte(12);
+      out.writeLong(ts.getTime());
+      out.writeInt(ts.getNanos());
+    } else if (v instanceof java.time.Instant) {
+      java.time.Instant ins = (java.time.Instant) v;
+      out.writeByte(13);
+      out.writeLong(ins.getEpochSecond());
+      out.writeInt(ins.getNano());
+    } else if (v instanceof java.time.LocalDateTime) {
+      java.time.LocalDateTime ldt = (java.time.LocalDateTime) v;
+      out.writeByte(14);
+      out.writeLong(ldt.toEpochSecond(java.time.ZoneOffset.UTC));
+      out.writeInt(ldt.getNano());
+    } else if (v instanceof byte[]) {
+      out.writeByte(15);
+      writeBytes(out, (byte[]) v);
+    } else {
+      throw new IOException("eventtime: cannot keep a value of type " + v.getClass().getName() + " in state");
+    }
+  }
+
+  private static void writeBytes(DataOutputStream out, byte[] b) throws IOException {
+    out.writeInt(b.length);
+    out.write(b);
+  }
+
+  private static byte[] readBytes(DataInputStream in) throws IOException {
+    byte[] b = new byte[in.readInt()];
+    in.readFully(b);
+    return b;
+  }
+
+  public static Object readValue(DataInputStream in) throws IOException {
+    int tag = in.readByte();
+    switch (tag) {
+      case 0:
+        return null;
+      case 1:
+        return in.readLong();
+      case 2:
+        return in.readInt();
+      case 3:
+        return in.readShort();
+      case 4:
+        return in.readByte();
+      case 5:
+        return in.readDouble();
+      case 6:
+        return in.readFloat();
+      case 7: {
+        int scale = in.readInt();
+        return new BigDecimal(new BigInteger(readBytes(in)), scale);
+      }
+      case 8:
+        return new String(readBytes(in), StandardCharsets.UTF_8);
+      case 9:
+        return in.readBoolean();
+      case 10:
+        return java.sql.Date.valueOf(java.time.LocalDate.ofEpochDay(in.readLong()));
+      case 11:
+        return java.time.LocalDate.ofEpochDay(in.readLong());
+      case 12: {
+        java.sql.Timestamp ts = new java.sql.Timestamp(in.readLong());
+        ts.setNanos(in.readInt());
+        return ts;
+      }
+      case 13:
+        return java.time.Instant.ofEpochSecond(in.readLong(), in.readInt());
+      case 14:
+        return java.time.LocalDateTime.ofEpochSecond(in.readLong(), in.readInt(), java.time.ZoneOffset.UTC);
+      case 15:
+        return readBytes(in);
+      default:
+        throw new IOException("eventtime: unknown value tag " + tag + " in state");
+    }
+  }
+
+  public void write(DataOutputStream out) throws IOException {
+    out.writeLong(n);
+    if (n == 0) return;
+    out.writeLong(t);
+    out.writeLong(lo);
+    out.writeLong(hi);
+    out.writeDouble(d);
+    writeValue(out, v);
+  }
+
+  public static Acc read(DataInputStream in) throws IOException {
+    Acc a = new Acc();
+    a.n = in.readLong();
+    if (a.n == 0) return a;
+    a.t = in.readLong();
+    a.lo = in.readLong();
+    a.hi = in.readLong();
+    a.d = in.readDouble();
+    a.v = readValue(in);
+    return a;
+  }
+}

@@ -1,0 +1,39 @@
+package eventtime.jvm;
+
+import org.apache.spark.sql.Column;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.functions;
+import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.streaming.TimeMode;
+import org.apache.spark.sql.types.StructType;
+
+/** Entry point called from Python (eventtime/spark/engine.py) through py4j. */
+public final class Engine {
+  private Engine() {}
+
+  /** The operator output of {@code input} (layout: see {@link Layout}) for the JSON spec. */
+  public static Dataset<Row> apply(Dataset<Row> input, String specJson) {
+    Spec spec = new Spec(specJson);
+    StructType opSchema = Layout.operatorSchema(spec);
+    Dataset<Row> mapped = input.mapPartitions(new Mapper(spec), Encoders.row(opSchema));
+    int nk = spec.keyFields.length;
+    Column[] group = new Column[nk + 1];
+    group[0] = functions.col("et__g");
+    for (int i = 0; i < nk; i++) group[i + 1] = functions.col("et__k" + i);
+    return mapped
+        .groupBy(group)
+        .as(Encoders.row(Layout.keySchema(spec)), Encoders.row(opSchema))
+        .transformWithState(
+            // A static DataFrame is one batch without a watermark: each key is processed once and
+            // then swept to the end of input, so it needs no timers.
+            new WindowOperator(spec), spec.bounded ? TimeMode.None() : TimeMode.EventTime(), OutputMode.Append(),
+            Encoders.row(spec.outputType));
+  }
+
+  /** Version of the engine's state layout (checked against the checkpoint by the Python side). */
+  public static int stateLayout() {
+    return 3;
+  }
+}

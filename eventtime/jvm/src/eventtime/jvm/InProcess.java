@@ -1,0 +1,155 @@
+package eventtime.jvm;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.math.BigDecimal;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.streaming.TimeMode;
+import org.apache.spark.sql.streaming.TwsTester;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.DecimalType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * The engine without a query: {@link Mapper} and {@link WindowOperator} run in-process through
+ * Spark's {@code TwsTester}, one call per key and data batch, then {@code setWatermark(W')} for
+ * the no-data batch (which fires the event-time timers). Rows go in and out as JSON. The
+ * property tests use it to hold the operator to the reference model over many generated
+ * scenarios in seconds; the real queries (classification, watermark, routing) are tested too.
+ */
+public final class InProcess {
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private final Spec spec;
+  private final Layout lay;
+  private final TwsTester<Row, Row, Row> tester;
+  private final Map<List<Object>, Row> keys = new LinkedHashMap<>();
+
+  public InProcess(String specJson) {
+    spec = new Spec(specJson);
+    lay = new Layout(spec);
+    tester = new TwsTester<>(
+        new WindowOperator(spec),
+        scala.collection.immutable.List$.MODULE$.empty(),
+        spec.bounded ? TimeMode.None() : TimeMode.EventTime(),
+        OutputMode.Append(),
+        // The tester would drop rows behind the watermark; the operator decides lateness itself.
+        spec.bounded ? scala.Option.empty() : scala.Option.apply(new NeverLate()));
+  }
+
+  private static Object value(JsonNode v, DataType t) {
+    if (v == null || v.isNull()) return null;
+    if (t.equals(DataTypes.StringType)) return v.asText();
+    if (t.equals(DataTypes.LongType)) return v.asLong();
+    if (t.equals(DataTypes.IntegerType)) return v.asInt();
+    if (t.equals(DataTypes.ShortType)) return (short) v.asInt();
+    if (t.equals(DataTypes.ByteType)) return (byte) v.asInt();
+    if (t.equals(DataTypes.DoubleType)) return v.asDouble();
+    if (t.equals(DataTypes.FloatType)) return (float) v.asDouble();
+    if (t.equals(DataTypes.BooleanType)) return v.asBoolean();
+    if (t instanceof DecimalType) return new BigDecimal(v.asText());
+    throw new IllegalArgumentException("InProcess: unsupported column type " + t);
+  }
+
+  private static void put(ObjectNode o, String name, Object v) {
+    if (v == null) o.putNull(name);
+    else if (v instanceof Long) o.put(name, (Long) v);
+    else if (v instanceof Integer) o.put(name, (Integer) v);
+    else if (v instanceof Short) o.put(name, (Short) v);
+    else if (v instanceof Byte) o.put(name, (Byte) v);
+    else if (v instanceof Double) o.put(name, (Double) v);
+    else if (v instanceof Float) o.put(name, (Float) v);
+    else if (v instanceof Boolean) o.put(name, (Boolean) v);
+    else if (v instanceof BigDecimal) o.put(name, (BigDecimal) v);
+    else if (v instanceof Row) {
+      Row r = (Row) v;
+      ArrayNode a = o.putArray(name);
+      for (int i = 0; i < r.length(); i++) {
+        ObjectNode cell = JSON.createObjectNode();
+        put(cell, "v", r.get(i));
+        a.add(cell.get("v"));
+      }
+    } else o.put(name, v.toString());
+  }
+
+  private String render(List<Row> rows) {
+    ArrayNode out = JSON.createArrayNode();
+    StructField[] fields = spec.outputType.fields();
+    for (Row r : rows) {
+      ObjectNode o = out.addObject();
+      for (int i = 0; i < fields.length; i++) put(o, fields[i].name(), r.get(i));
+    }
+    return out.toString();
+  }
+
+  /**
+   * One data batch: {@code rowsJson} is a list of {"rec": [...], "ms", "cls", "reason", "raw",
+   * "part", "off"}; the operator sees {@code watermark}; the map-side combine runs with it when
+   * {@code combine}. Returns the output rows as a JSON list of objects.
+   */
+  public String batch(String rowsJson, long watermark, boolean combine) throws java.io.IOException {
+    List<Row> input = new ArrayList<>();
+    StructField[] recFields = spec.recordType.fields();
+    for (JsonNode r : JSON.readTree(rowsJson)) {
+      Object[] rec = new Object[recFields.length];
+      for (int i = 0; i < recFields.length; i++) rec[i] = value(r.get("rec").get(i), recFields[i].dataType());
+      input.add(RowFactory.create(
+          RowFactory.create(rec),
+          r.get("ms").isNull() ? null : r.get("ms").asLong(),
+          r.get("cls").asInt(),
+          r.get("reason").isNull() ? null : r.get("reason").asText(),
+          r.get("raw").isNull() ? null : r.get("raw").asText(),
+          r.get("part").isNull() ? null : r.get("part").asText(),
+          r.get("off").isNull() ? null : r.get("off").asLong()));
+    }
+    Mapper mapper = new Mapper(spec, combine ? watermark : null);
+    Map<List<Object>, List<Row>> groups = new LinkedHashMap<>();
+    for (Iterator<Row> it = mapper.call(input.iterator()); it.hasNext(); ) {
+      Row r = it.next();
+      List<Object> k = new ArrayList<>();
+      for (int i = 0; i <= lay.nk; i++) k.add(r.get(i));
+      Object[] keyValues = k.toArray();
+      keys.putIfAbsent(k, RowFactory.create(keyValues));
+      groups.computeIfAbsent(k, x -> new ArrayList<>()).add(r);
+    }
+    List<Row> out = new ArrayList<>();
+    for (Map.Entry<List<Object>, List<Row>> g : groups.entrySet()) {
+      out.addAll(CollectionConverters.asJava(tester.test(keys.get(g.getKey()), CollectionConverters.asScala(g.getValue()).toList())));
+    }
+    return render(out);
+  }
+
+  /** The no-data batch: the watermark moves to {@code watermark} and due timers fire. */
+  public String advance(long watermark) {
+    return render(CollectionConverters.asJava(tester.setWatermark(watermark)));
+  }
+
+  private static final class NeverLate extends scala.runtime.AbstractFunction1<Row, Object> implements java.io.Serializable {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    public Object apply(Row row) {
+      return Long.MAX_VALUE;
+    }
+  }
+
+  /** Number of keys that still hold state. */
+  public int stateKeys() {
+    int n = 0;
+    for (Row k : keys.values()) {
+      if (tester.peekValueState("s", k).isDefined()) n++;
+    }
+    return n;
+  }
+}

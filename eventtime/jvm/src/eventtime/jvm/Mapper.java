@@ -1,0 +1,223 @@
+package eventtime.jvm;
+
+import java.nio.ByteBuffer;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import org.apache.spark.TaskContext;
+import org.apache.spark.api.java.function.MapPartitionsFunction;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+
+/**
+ * Map side of the engine, before the shuffle (one task = one input partition):
+ *
+ * <ul>
+ *   <li>per-partition statistics (rows, max valid event time) for the alerts;
+ *   <li>heartbeats and end-of-input control rows stop here (they only move the watermark);
+ *   <li>invalid records pass through whole to the stateless group;
+ *   <li>the map-side combine: when the batch's watermark W is known exactly (the local property
+ *       the driver sets for this query and batch, see Router), data rows that are live under W
+ *       are folded into one partial accumulator per (key, slice). A row that is not live passes
+ *       through whole, so the operator reports it as late with its payload. Without W every row
+ *       passes through; the result is the same, only the shuffle is larger.
+ * </ul>
+ */
+public final class Mapper implements MapPartitionsFunction<Row, Row> {
+  private static final long serialVersionUID = 1L;
+  private final Spec spec;
+  private final Long knownWatermark;
+
+  public Mapper(Spec spec) {
+    this(spec, null);
+  }
+
+  /** A mapper told the batch's watermark directly (the in-process runner, {@link InProcess}). */
+  Mapper(Spec spec, Long knownWatermark) {
+    this.spec = spec;
+    this.knownWatermark = knownWatermark;
+  }
+
+  /** The watermark of this batch when the driver published it for this query and batch, else null. */
+  static Long batchWatermark(Spec spec) {
+    if (spec.bounded) return 0L;
+    TaskContext tc = TaskContext.get();
+    if (tc == null) return null;
+    String value = tc.getLocalProperty(spec.watermarkProperty);
+    String query = tc.getLocalProperty("sql.streaming.queryId");
+    String batch = tc.getLocalProperty("streaming.sql.batchId");
+    if (value == null || query == null || batch == null) return null;
+    String[] parts = value.split(":");
+    if (parts.length != 3 || !parts[0].equals(query) || !parts[1].equals(batch)) return null;
+    return Long.parseLong(parts[2]);
+  }
+
+  static final class GroupKey {
+    final Object[] keys;
+    final long slice;
+    final int hash;
+
+    GroupKey(Object[] keys, long slice) {
+      this.keys = keys;
+      this.slice = slice;
+      this.hash = 31 * Arrays.hashCode(keys) + Long.hashCode(slice);
+    }
+
+    @Override
+    public int hashCode() {
+      return hash;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      if (!(o instanceof GroupKey)) return false;
+      GroupKey g = (GroupKey) o;
+      return slice == g.slice && Arrays.equals(keys, g.keys);
+    }
+  }
+
+  @Override
+  public Iterator<Row> call(Iterator<Row> input) {
+    final Layout lay = new Layout(spec);
+    final Long watermark = knownWatermark != null ? knownWatermark : batchWatermark(spec);
+    final Map<String, long[]> stats = new LinkedHashMap<>();
+    final long[] nullPartition = new long[] {0, Long.MIN_VALUE};
+    final Map<GroupKey, Object[]> partials = new HashMap<>();
+    final int nk = lay.nk, na = lay.na;
+
+    return new Iterator<Row>() {
+      private Row pending;
+      private Iterator<Row> tail;
+
+      private Row process(Row r) {
+        int cls = r.getInt(Layout.IN_CLS);
+        if (cls == Layout.CONTROL) return null;
+        String partition = r.isNullAt(Layout.IN_PART) ? null : r.getString(Layout.IN_PART);
+        long[] st = partition == null ? nullPartition : stats.computeIfAbsent(partition, p -> new long[] {0, Long.MIN_VALUE});
+        st[0]++;
+        long ms = r.isNullAt(Layout.IN_MS) ? 0 : r.getLong(Layout.IN_MS);
+        if (cls != Layout.INVALID && ms > st[1]) st[1] = ms;
+        if (cls == Layout.HEARTBEAT) return null;
+        Row rec = r.getStruct(Layout.IN_REC);
+        Object[] keys = new Object[nk];
+        for (int i = 0; i < nk; i++) keys[i] = rec.get(spec.keyFields[i]);
+        if (cls == Layout.INVALID) return passRow(Layout.PASS, keys, Layout.INVALID, null, r, rec);
+        if (watermark != null && spec.isLive(ms, watermark)) {
+          Object[] hashable = new Object[nk];
+          for (int i = 0; i < nk; i++) hashable[i] = keys[i] instanceof byte[] ? ByteBuffer.wrap((byte[]) keys[i]) : keys[i];
+          long slice = spec.sliceOf(ms);
+          Object[] entry = partials.get(new GroupKey(hashable, slice));
+          if (entry == null) {
+            Acc[] accs = new Acc[na];
+            for (int i = 0; i < na; i++) accs[i] = new Acc();
+            entry = new Object[] {keys, accs};
+            partials.put(new GroupKey(hashable, slice), entry);
+          }
+          Acc[] accs = (Acc[]) entry[1];
+          for (int i = 0; i < na; i++) {
+            accs[i].add(spec, i, spec.aggFields[i] < 0 ? null : rec.get(spec.aggFields[i]), ms);
+          }
+          return null;
+        }
+        return passRow(Layout.KEYED, keys, Layout.DATA, ms, r, rec);
+      }
+
+      private Row passRow(int group, Object[] keys, int cls, Long ms, Row r, Row rec) {
+        Object[] o = new Object[lay.width];
+        o[0] = group;
+        System.arraycopy(keys, 0, o, 1, nk);
+        o[lay.cls] = cls;
+        o[lay.ms] = ms;
+        o[lay.part] = r.get(Layout.IN_PART);
+        o[lay.off] = r.get(Layout.IN_OFF);
+        o[lay.reason] = r.get(Layout.IN_REASON);
+        o[lay.raw] = r.get(Layout.IN_RAW);
+        o[lay.rec] = rec;
+        return RowFactory.create(o);
+      }
+
+      private Iterator<Row> finish() {
+        java.util.List<Row> rows = new java.util.ArrayList<>(partials.size() + stats.size() + 1);
+        for (Map.Entry<GroupKey, Object[]> e : partials.entrySet()) {
+          Object[] o = new Object[lay.width];
+          o[0] = Layout.KEYED;
+          System.arraycopy((Object[]) e.getValue()[0], 0, o, 1, nk);
+          o[lay.cls] = Layout.PARTIAL;
+          o[lay.ms] = e.getKey().slice;
+          Acc[] accs = (Acc[]) e.getValue()[1];
+          for (int i = 0; i < na; i++) {
+            int b = lay.p0 + 6 * i;
+            o[b] = accs[i].n;
+            o[b + 1] = accs[i].t;
+            o[b + 2] = accs[i].lo;
+            o[b + 3] = accs[i].hi;
+            o[b + 4] = accs[i].d;
+            o[b + 5] = accs[i].v;
+          }
+          rows.add(RowFactory.create(o));
+        }
+        if (nullPartition[0] > 0) rows.add(statsRow(null, nullPartition));
+        for (Map.Entry<String, long[]> e : stats.entrySet()) rows.add(statsRow(e.getKey(), e.getValue()));
+        partials.clear();
+        return rows.iterator();
+      }
+
+      private Row statsRow(String partition, long[] st) {
+        Object[] o = new Object[lay.width];
+        o[0] = Layout.PASS;
+        o[lay.cls] = Layout.STATS;
+        o[lay.part] = partition;
+        o[lay.n] = st[0];
+        o[lay.tmax] = st[1] == Long.MIN_VALUE ? null : st[1];
+        return RowFactory.create(o);
+      }
+
+      @Override
+      public boolean hasNext() {
+        if (pending != null) return true;
+        if (tail == null) {
+          while (input.hasNext()) {
+            Row o = process(input.next());
+            if (o != null) {
+              pending = o;
+              return true;
+            }
+          }
+          tail = finish();
+        }
+        return tail.hasNext();
+      }
+
+      @Override
+      public Row next() {
+        if (!hasNext()) throw new NoSuchElementException();
+        if (pending != null) {
+          Row r = pending;
+          pending = null;
+          return r;
+        }
+        return tail.next();
+      }
+    };
+  }
+
+  /** The accumulators of a partial row (class PARTIAL) of the operator input. */
+  static Acc[] readPartial(Layout lay, Row r) {
+    Acc[] accs = new Acc[lay.na];
+    for (int i = 0; i < lay.na; i++) {
+      int b = lay.p0 + 6 * i;
+      Acc a = new Acc();
+      a.n = r.getLong(b);
+      a.t = r.getLong(b + 1);
+      a.lo = r.getLong(b + 2);
+      a.hi = r.getLong(b + 3);
+      a.d = r.getDouble(b + 4);
+      a.v = r.get(b + 5);
+      accs[i] = a;
+    }
+    return accs;
+  }
+}

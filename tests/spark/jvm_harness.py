@@ -1,0 +1,113 @@
+"""Run the JVM engine's operator in-process (``eventtime.jvm.InProcess``: Spark's TwsTester), no query.
+
+It mirrors what the Spark plan does around the operator: classification (with the core's
+``extract`` — the Spark SQL classification is covered by the real-query tests), the operator
+input row (the user's row as a struct, event time, row class, reason, raw text, partition),
+the map-side combine with the batch's watermark, one call per key per data batch, then
+``advance(W')`` for the no-data batch, which fires the event-time timers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from pyspark.sql import types as T
+
+from eventtime.scenario import Scenario, parse_scenario
+from eventtime.spark.transforms import CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, _agg_type, engine_spec, output_schema
+from eventtime.timestamps import extract
+from eventtime.trigger import END_OF_INPUT_MS, next_watermark
+
+
+class JvmReplay:
+    def __init__(self, scenario: Scenario, spark, combine: bool = True) -> None:
+        cfg = scenario.config
+        self.scenario, self.cfg, self.combine = scenario, cfg, combine
+        values = [r.fields.get("value") for b in scenario.batches for r in b if r.fields.get("value") is not None]
+        integral = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+        record = T.StructType([
+            T.StructField("key", T.StringType()),
+            T.StructField("value", T.LongType() if integral else T.DoubleType()),
+            T.StructField("rid", T.LongType()),
+            T.StructField("hb", T.BooleanType()),
+        ])
+        self.aggs = tuple(a if a.column is None else dataclasses.replace(a, column="value") for a in cfg.aggregations)
+        out = output_schema([record["key"]], [T.StructField(a.name, _agg_type(a, record)) for a in self.aggs])
+        spec = engine_spec(cfg.window, cfg, record, out, ["key"], self.aggs, bounded=False)
+        self.engine = spark._jvm.eventtime.jvm.InProcess(json.dumps(spec))
+        self.watermark = 0
+        self.seen = False
+        self.records: list = []
+
+    def run_batch(self, batch, raw_panes: bool = False) -> Any:
+        cfg = self.cfg
+        rows, max_seen = [], None
+        for rec in batch:
+            rid = len(self.records)
+            self.records.append(rec)
+            ts_ms, reason = extract(rec.ts, self.scenario.now_ms, cfg.min_valid_ms, cfg.max_future_ms, tz=self.scenario.tz)
+            if reason is None:
+                max_seen = ts_ms if max_seen is None else max(max_seen, ts_ms)
+            cls = CLS_INVALID if reason is not None else CLS_HEARTBEAT if rec.heartbeat else CLS_DATA
+            rows.append({
+                "rec": [None if rec.key is None else json.dumps(rec.key), rec.fields.get("value"), rid, bool(rec.heartbeat)],
+                "ms": ts_ms if reason is None else None,
+                "cls": cls,
+                "reason": reason,
+                "raw": None if rec.ts is None or reason is None else str(rec.ts),
+                "part": None if rec.partition is None else str(rec.partition),
+                "off": None,
+            })
+        outputs = json.loads(self.engine.batch(json.dumps(rows), self.watermark, self.combine)) if rows else []
+        if max_seen is not None:
+            self.seen = True
+        new_w = next_watermark(self.watermark, max_seen, cfg.max_out_of_orderness_ms)
+        if new_w is not None and new_w > self.watermark:
+            self.watermark = new_w
+            outputs += json.loads(self.engine.advance(new_w))
+        rendered = self._render(outputs)
+        return rendered["panes"] if raw_panes else rendered
+
+    def end_of_input(self) -> dict:
+        """The control row moved the watermark to END_OF_INPUT_MS: every key's timer fires."""
+        self.watermark = END_OF_INPUT_MS
+        self.seen = True
+        return self._render(json.loads(self.engine.advance(END_OF_INPUT_MS)))
+
+    def state_keys(self) -> int:
+        return self.engine.stateKeys()
+
+    def _render(self, outputs: list) -> dict:
+        panes, late, invalid, stats = [], [], [], []
+        for row in outputs:
+            kind = row["kind"]
+            if kind == "pane":
+                panes.append({
+                    "key": None if row["key"] is None else json.loads(row["key"]),
+                    "window_start": row["window_start"],
+                    "window_end": row["window_end"],
+                    "timing": row["pane_timing"],
+                    "index": row["pane_index"],
+                    "is_final": row["is_final"],
+                    **{a.name: row[a.name] for a in self.aggs},
+                })
+            elif kind in ("late", "invalid"):
+                rec = self.records[row["et__rec"][2]]
+                value = rec.fields.get("value")
+                if kind == "late":
+                    late.append({"key": rec.key, "ts": row["event_time"], "value": value, "reason": row["reason"], "watermark_ms": row["watermark"]})
+                else:
+                    invalid.append({"key": rec.key, "ts": rec.ts, "value": value, "reason": row["reason"]})
+            else:
+                stats.append(row)
+        self.last_stats = stats
+        return {"watermark_ms": self.watermark if self.seen else None, "panes": panes, "late": late, "invalid": invalid}
+
+
+def run_jvm(scenario: Any, spark, combine: bool = True) -> dict:
+    if not isinstance(scenario, Scenario):
+        scenario = parse_scenario(scenario)
+    runner = JvmReplay(scenario, spark, combine)
+    return {"batches": [runner.run_batch(b) for b in scenario.batches]}

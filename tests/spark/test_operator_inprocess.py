@@ -1,0 +1,104 @@
+"""The JVM operator, run in-process by Spark's TwsTester (``eventtime.jvm.InProcess``), against
+the reference model.
+
+No query, so this is where the many property examples run (a few seconds per hundred). The
+Spark SQL around the operator (classification, watermark, routing) is covered by the real
+queries in test_spark_engine.py. ``combine`` switches the map-side combine on and off: the
+results must not depend on it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jvm_harness import JvmReplay, run_jvm
+from transcripts import load_transcript, transcript_paths
+
+from eventtime import ReferenceEngine, count, first, last, max, mean, min, sum
+from eventtime.scenario import diff_outputs, parse_scenario, render_batch, run_reference
+from property_tests.strategies import flushed, scenarios
+
+pytestmark = pytest.mark.spark
+SETTINGS = settings(max_examples=250, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@pytest.mark.parametrize("path", transcript_paths(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("combine", [False, True], ids=["rows", "combined"])
+def test_operator_matches_transcript(spark, path, combine):
+    scenario, expected = load_transcript(path)
+    difference = diff_outputs(expected, run_jvm(scenario, spark, combine))
+    assert difference is None, f"{path.name}: {difference}"
+
+
+@SETTINGS
+@given(scenarios(), st.booleans())
+def test_operator_equals_reference(spark, scenario, combine):
+    difference = diff_outputs(run_reference(parse_scenario(scenario)), run_jvm(scenario, spark, combine))
+    assert difference is None, difference
+
+
+@settings(max_examples=100, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scenarios())
+def test_state_is_empty_after_every_window_expired(spark, scenario):
+    parsed = parse_scenario(flushed(scenario))
+    runner = JvmReplay(parsed, spark)
+    for batch in parsed.batches:
+        runner.run_batch(batch)
+    assert runner.state_keys() == 0
+
+
+@settings(max_examples=100, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scenarios(), st.booleans())
+def test_end_of_input_equals_reference_and_leaves_no_state(spark, scenario, combine):
+    """After any sequence, the end of input fires what the model fires, then no state is left."""
+    parsed = parse_scenario(scenario)
+    ref = ReferenceEngine(parsed.config)
+    runner = JvmReplay(parsed, spark, combine)
+    for batch in parsed.batches:
+        ref.process_batch(batch, parsed.now_ms)
+        runner.run_batch(batch)
+    expected = {"batches": [render_batch(ref.end_of_input())]}
+    assert diff_outputs(expected, {"batches": [runner.end_of_input()]}) is None
+    assert runner.state_keys() == 0
+
+
+ALL_AGGS = (count(), sum("value", "s"), min("value", "mn"), max("value", "mx"), mean("value", "avg"),
+            first("value", "f"), last("value", "l"))
+
+
+def _pane_rows(panes):
+    names = {a.name for a in ALL_AGGS}
+    return sorted(
+        (repr(p["key"]), p["window_start"], p["timing"], p["index"], p["is_final"],
+         tuple((name, p[name]) for name in sorted(p) if name in names))
+        for p in panes
+    )
+
+
+@settings(max_examples=120, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scenarios(), st.data())
+def test_every_aggregation_equals_reference(spark, scenario, data):
+    """min/max/mean/first/last, with null and tied values, pane by pane, combined or not."""
+    parsed = parse_scenario(scenario)
+    batches = []
+    for batch in parsed.batches:
+        new = []
+        for r in batch:
+            v = data.draw(st.sampled_from([r.fields.get("value"), None, 7]))
+            new.append(dataclasses.replace(r, fields={"value": v}))
+        batches.append(tuple(new))
+    cfg = dataclasses.replace(parsed.config, aggregations=ALL_AGGS)
+    parsed = dataclasses.replace(parsed, config=cfg, batches=tuple(batches))
+    ref = ReferenceEngine(cfg)
+    runner = JvmReplay(parsed, spark, combine=data.draw(st.booleans()))
+    for batch in parsed.batches:
+        expected = ref.process_batch(batch, parsed.now_ms)
+        got = runner.run_batch(batch, raw_panes=True)
+        exp_rows = sorted(
+            (repr(p.key), p.window.start_ms, p.timing, p.index, p.is_final, tuple(sorted((k, v) for k, v in p.values.items())))
+            for p in expected.panes
+        )
+        assert _pane_rows(got) == exp_rows

@@ -25,7 +25,7 @@ The transform adds internal columns (all prefixed ``__et_``):
 * ``__et_ms`` (bigint): the parsed event time in epoch ms, null when it cannot be parsed;
 * ``__et_reason`` (string): null for a valid event time, else the invalid reason
   (``malformed_record`` first, see above);
-* ``__et_raw`` (string): the original value as text;
+* ``__et_raw`` (string): the original value as text, for invalid records (null otherwise);
 * ``__et_wm`` (timestamp): the event time when valid, null otherwise. The watermark is
   defined on it (``withWatermark``); Spark ignores nulls when it takes the batch's maximum
   event time, so invalid records never move the watermark (measured, Spark 4.3).
@@ -382,7 +382,8 @@ def with_event_time(
         }
         out = (
             df.withColumn("__et_reason", reason)
-            .withColumn("__et_raw", raw)
+            # only invalid records keep their raw text (a cast per row costs, measured)
+            .withColumn("__et_raw", F.when(F.col("__et_reason").isNotNull(), raw))
             .withColumn("__et_ms", F.when(F.col("__et_reason").isNull(), F.col("__et_ms_raw")))
             .drop("__et_ms_raw", "__et_parse_reason", *[name for name, _ in stages])
             .withColumn("__et_wm", F.when(F.col("__et_reason").isNull(), F.timestamp_millis(F.col("__et_ms"))))

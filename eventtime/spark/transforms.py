@@ -58,6 +58,9 @@ OUTPUT_FIXED = [
 C_REC = "et__rec"
 # Row classes of the operator input (Layout.java).
 CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, CLS_CONTROL = 0, 1, 2, 5
+# The operator's grouping key is a hash bucket of the user key (state is per user key inside
+# it, see WindowOperator.java); fixed, as a checkpoint's state is laid out by it.
+NUM_BUCKETS = 32
 # Local property through which the driver tells the map-side combine the batch's watermark.
 WATERMARK_PROPERTY = "eventtime.watermark"
 _META = "eventtime"
@@ -176,6 +179,7 @@ def engine_spec(
         "emit": config.emit,
         "bounded": bounded,
         "watermark_property": WATERMARK_PROPERTY,
+        "buckets": NUM_BUCKETS,
         "record_type": record_type.json(),
         "output_type": T.StructType([*out_schema.fields, T.StructField(C_REC, record_type)]).json(),
         "key_fields": [position[k] for k in keys],
@@ -275,7 +279,7 @@ def window_aggregate(
             ms.alias("et__ms"),
             cls.otherwise(F.lit(CLS_DATA)).alias("et__cls"),
             reason.alias("et__reason"),
-            F.when(reason.isNotNull(), F.col("__et_raw")).alias("et__raw"),
+            F.col("__et_raw").alias("et__raw"),
             (F.col(partition_col).cast("string") if partition_col else F.lit(None).cast("string")).alias("et__part"),
             (F.col(offset_col).cast("long") if offset_col else F.lit(None).cast("long")).alias("et__off"),
         )
@@ -286,7 +290,7 @@ def window_aggregate(
         from ..compat import state_fingerprint
 
         # layout 3: per-key state of the JVM operator (layouts 1-2: hash buckets of pickled frames).
-        fingerprint = {**state_fingerprint(config, keys), "layout": STATE_LAYOUT}
+        fingerprint = {**state_fingerprint(config, keys), "layout": STATE_LAYOUT, "buckets": NUM_BUCKETS}
         meta = json.dumps(
             {
                 "fingerprint": fingerprint,

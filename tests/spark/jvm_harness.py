@@ -76,8 +76,8 @@ class JvmReplay:
         self.seen = True
         return self._render(json.loads(self.engine.advance(END_OF_INPUT_MS)))
 
-    def state_keys(self) -> int:
-        return self.engine.stateKeys()
+    def state_entries(self) -> int:
+        return self.engine.stateEntries()
 
     def _render(self, outputs: list) -> dict:
         panes, late, invalid, stats = [], [], [], []

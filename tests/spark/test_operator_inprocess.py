@@ -47,7 +47,7 @@ def test_state_is_empty_after_every_window_expired(spark, scenario):
     runner = JvmReplay(parsed, spark)
     for batch in parsed.batches:
         runner.run_batch(batch)
-    assert runner.state_keys() == 0
+    assert runner.state_entries() == 0
 
 
 @settings(max_examples=100, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -62,7 +62,7 @@ def test_end_of_input_equals_reference_and_leaves_no_state(spark, scenario, comb
         runner.run_batch(batch)
     expected = {"batches": [render_batch(ref.end_of_input())]}
     assert diff_outputs(expected, {"batches": [runner.end_of_input()]}) is None
-    assert runner.state_keys() == 0
+    assert runner.state_entries() == 0
 
 
 ALL_AGGS = (count(), sum("value", "s"), min("value", "mn"), max("value", "mx"), mean("value", "avg"),

@@ -32,36 +32,36 @@ public final class Acc {
 
   /** Adds one record's value (null for count) with event time ts. */
   public void add(Spec spec, int i, Object value, long ts) {
-    String kind = spec.aggKinds[i];
-    if (kind.equals("count")) {
+    int kind = spec.kinds[i];
+    if (kind == Spec.COUNT) {
       n++;
       return;
     }
     if (isNull(value)) return;
     switch (kind) {
-      case "sum":
-      case "mean":
+      case Spec.SUM:
+      case Spec.MEAN:
         if (spec.aggIntegral[i]) add128(((Number) value).longValue(), value);
         else if (spec.aggDecimal[i]) v = v == null ? value : ((BigDecimal) v).add((BigDecimal) value);
         else d += ((Number) value).doubleValue();
         n++;
         return;
-      case "min":
+      case Spec.MIN:
         if (n == 0 || compare(value, v) < 0) v = value;
         n++;
         return;
-      case "max":
+      case Spec.MAX:
         if (n == 0 || compare(value, v) > 0) v = value;
         n++;
         return;
-      case "first":
+      case Spec.FIRST:
         if (n == 0 || ts < t || (ts == t && compare(value, v) < 0)) {
           t = ts;
           v = value;
         }
         n++;
         return;
-      case "last":
+      case Spec.LAST:
         if (n == 0 || ts > t || (ts == t && compare(value, v) > 0)) {
           t = ts;
           v = value;
@@ -69,7 +69,7 @@ public final class Acc {
         n++;
         return;
       default:
-        throw new IllegalArgumentException("eventtime: unknown aggregation kind " + kind);
+        throw new IllegalArgumentException("eventtime: unknown aggregation kind " + spec.aggKinds[i]);
     }
   }
 
@@ -82,14 +82,14 @@ public final class Acc {
 
   /** this := merge(this, other); this holds the earlier records (ties keep this). */
   public void merge(Spec spec, int i, Acc o) {
-    String kind = spec.aggKinds[i];
+    int kind = spec.kinds[i];
     if (o.n == 0) return;
     switch (kind) {
-      case "count":
+      case Spec.COUNT:
         n += o.n;
         return;
-      case "sum":
-      case "mean":
+      case Spec.SUM:
+      case Spec.MEAN:
         if (spec.aggIntegral[i]) {
           long r = lo + o.lo;
           long carry = Long.compareUnsigned(r, lo) < 0 ? 1 : 0;
@@ -102,22 +102,22 @@ public final class Acc {
         }
         n += o.n;
         return;
-      case "min":
+      case Spec.MIN:
         if (n == 0 || compare(o.v, v) < 0) v = o.v;
         n += o.n;
         return;
-      case "max":
+      case Spec.MAX:
         if (n == 0 || compare(o.v, v) > 0) v = o.v;
         n += o.n;
         return;
-      case "first":
+      case Spec.FIRST:
         if (n == 0 || o.t < t || (o.t == t && compare(o.v, v) < 0)) {
           t = o.t;
           v = o.v;
         }
         n += o.n;
         return;
-      case "last":
+      case Spec.LAST:
         if (n == 0 || o.t > t || (o.t == t && compare(o.v, v) > 0)) {
           t = o.t;
           v = o.v;
@@ -125,7 +125,7 @@ public final class Acc {
         n += o.n;
         return;
       default:
-        throw new IllegalArgumentException("eventtime: unknown aggregation kind " + kind);
+        throw new IllegalArgumentException("eventtime: unknown aggregation kind " + spec.aggKinds[i]);
     }
   }
 
@@ -152,11 +152,11 @@ public final class Acc {
 
   /** The output value (external Spark type of the output column). */
   public Object result(Spec spec, int i) {
-    String kind = spec.aggKinds[i];
-    if (kind.equals("count")) return n;
+    int kind = spec.kinds[i];
+    if (kind == Spec.COUNT) return n;
     if (n == 0) return null;
     switch (kind) {
-      case "sum":
+      case Spec.SUM:
         if (spec.aggIntegral[i]) {
           if (!fitsLong()) {
             throw new ArithmeticException(
@@ -166,7 +166,7 @@ public final class Acc {
         }
         if (spec.aggDecimal[i]) return ((BigDecimal) v).setScale(spec.aggDecimalScale[i]);
         return d;
-      case "mean":
+      case Spec.MEAN:
         if (spec.aggIntegral[i]) {
           if (fitsLong() && Math.abs(lo) < (1L << 53)) return (double) lo / (double) n;
           return new BigDecimal(big()).divide(BigDecimal.valueOf(n), MC).doubleValue();
@@ -324,25 +324,103 @@ public final class Acc {
     }
   }
 
-  public void write(DataOutputStream out) throws IOException {
-    out.writeLong(n);
-    if (n == 0) return;
-    out.writeLong(t);
-    out.writeLong(lo);
-    out.writeLong(hi);
-    out.writeDouble(d);
-    writeValue(out, v);
+  // --- compact storage: only the fields the kind uses, integers as variable-length ---------
+
+  static void writeVarLong(DataOutputStream out, long v) throws IOException {
+    long z = (v << 1) ^ (v >> 63); // zigzag: small magnitudes take one byte
+    while ((z & ~0x7FL) != 0) {
+      out.writeByte((int) ((z & 0x7F) | 0x80));
+      z >>>= 7;
+    }
+    out.writeByte((int) z);
   }
 
-  public static Acc read(DataInputStream in) throws IOException {
+  static long readVarLong(DataInputStream in) throws IOException {
+    long z = 0;
+    int shift = 0;
+    while (true) {
+      int b = in.readUnsignedByte();
+      z |= (long) (b & 0x7F) << shift;
+      if ((b & 0x80) == 0) break;
+      shift += 7;
+    }
+    return (z >>> 1) ^ -(z & 1);
+  }
+
+  /** All accumulators of one group, as bytes (a partial's et__accs column). */
+  public static byte[] encode(Spec spec, Acc[] accs) {
+    java.io.ByteArrayOutputStream buf = new java.io.ByteArrayOutputStream(16);
+    try (DataOutputStream out = new DataOutputStream(buf)) {
+      for (int i = 0; i < accs.length; i++) accs[i].write(spec, i, out);
+    } catch (IOException e) {
+      throw new java.io.UncheckedIOException(e);
+    }
+    return buf.toByteArray();
+  }
+
+  public static Acc[] decode(Spec spec, byte[] bytes) {
+    try (DataInputStream in = new DataInputStream(new java.io.ByteArrayInputStream(bytes))) {
+      Acc[] accs = new Acc[spec.aggKinds.length];
+      for (int i = 0; i < accs.length; i++) accs[i] = read(spec, i, in);
+      return accs;
+    } catch (IOException e) {
+      throw new java.io.UncheckedIOException(e);
+    }
+  }
+
+  public void write(Spec spec, int i, DataOutputStream out) throws IOException {
+    writeVarLong(out, n);
+    if (n == 0) return;
+    switch (spec.kinds[i]) {
+      case Spec.COUNT:
+        return;
+      case Spec.SUM:
+      case Spec.MEAN:
+        if (spec.aggIntegral[i]) {
+          writeVarLong(out, lo);
+          writeVarLong(out, hi);
+        } else if (spec.aggDecimal[i]) {
+          writeValue(out, v);
+        } else {
+          out.writeDouble(d);
+        }
+        return;
+      case Spec.FIRST:
+      case Spec.LAST:
+        writeVarLong(out, t);
+        writeValue(out, v);
+        return;
+      default:
+        writeValue(out, v);
+    }
+  }
+
+  public static Acc read(Spec spec, int i, DataInputStream in) throws IOException {
     Acc a = new Acc();
-    a.n = in.readLong();
+    a.n = readVarLong(in);
     if (a.n == 0) return a;
-    a.t = in.readLong();
-    a.lo = in.readLong();
-    a.hi = in.readLong();
-    a.d = in.readDouble();
-    a.v = readValue(in);
-    return a;
+    switch (spec.kinds[i]) {
+      case Spec.COUNT:
+        return a;
+      case Spec.SUM:
+      case Spec.MEAN:
+        if (spec.aggIntegral[i]) {
+          a.lo = readVarLong(in);
+          a.hi = readVarLong(in);
+        } else if (spec.aggDecimal[i]) {
+          a.v = readValue(in);
+        } else {
+          a.d = in.readDouble();
+        }
+        return a;
+      case Spec.FIRST:
+      case Spec.LAST:
+        a.t = readVarLong(in);
+        a.v = readValue(in);
+        return a;
+      default:
+        a.v = readValue(in);
+        return a;
+    }
   }
 }

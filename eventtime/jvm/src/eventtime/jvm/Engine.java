@@ -1,6 +1,5 @@
 package eventtime.jvm;
 
-import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
@@ -18,18 +17,20 @@ public final class Engine {
     Spec spec = new Spec(specJson);
     StructType opSchema = Layout.operatorSchema(spec);
     Dataset<Row> mapped = input.mapPartitions(new Mapper(spec), Encoders.row(opSchema));
-    int nk = spec.keyFields.length;
-    Column[] group = new Column[nk + 1];
-    group[0] = functions.col("et__g");
-    for (int i = 0; i < nk; i++) group[i + 1] = functions.col("et__k" + i);
     return mapped
-        .groupBy(group)
-        .as(Encoders.row(Layout.keySchema(spec)), Encoders.row(opSchema))
+        .groupBy(functions.col("et__g"), functions.col("et__b"))
+        .as(Encoders.row(Layout.groupSchema(spec)), Encoders.row(opSchema))
         .transformWithState(
             // A static DataFrame is one batch without a watermark: each key is processed once and
             // then swept to the end of input, so it needs no timers.
             new WindowOperator(spec), spec.bounded ? TimeMode.None() : TimeMode.EventTime(), OutputMode.Append(),
             Encoders.row(spec.outputType));
+  }
+
+  /** The map side alone (statistics, pass-through, map-side combine): the operator's input. */
+  public static Dataset<Row> mapSide(Dataset<Row> input, String specJson) {
+    Spec spec = new Spec(specJson);
+    return input.mapPartitions(new Mapper(spec), Encoders.row(Layout.operatorSchema(spec)));
   }
 
   /** Version of the engine's state layout (checked against the checkpoint by the Python side). */

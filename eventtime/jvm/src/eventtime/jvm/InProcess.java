@@ -118,7 +118,7 @@ public final class InProcess {
     for (Iterator<Row> it = mapper.call(input.iterator()); it.hasNext(); ) {
       Row r = it.next();
       List<Object> k = new ArrayList<>();
-      for (int i = 0; i <= lay.nk; i++) k.add(r.get(i));
+      for (int i = 0; i < Layout.K0; i++) k.add(r.get(i));
       Object[] keyValues = k.toArray();
       keys.putIfAbsent(k, RowFactory.create(keyValues));
       groups.computeIfAbsent(k, x -> new ArrayList<>()).add(r);
@@ -144,11 +144,12 @@ public final class InProcess {
     }
   }
 
-  /** Number of keys that still hold state. */
-  public int stateKeys() {
+  /** Number of state entries left: user keys in the buckets' maps, and bucket values. */
+  public int stateEntries() {
     int n = 0;
-    for (Row k : keys.values()) {
-      if (tester.peekValueState("s", k).isDefined()) n++;
+    for (Row g : keys.values()) {
+      n += tester.peekMapState("keys", g).size();
+      if (tester.peekValueState("meta", g).isDefined()) n++;
     }
     return n;
   }

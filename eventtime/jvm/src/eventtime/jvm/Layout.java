@@ -2,9 +2,7 @@ package eventtime.jvm;
 
 import java.util.ArrayList;
 import java.util.List;
-import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
-import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
@@ -13,8 +11,8 @@ import org.apache.spark.sql.types.StructType;
  *
  * <pre>
  * input    (from Python)  : et__rec, et__ms, et__cls, et__reason, et__raw, et__part, et__off
- * operator (mapper output): et__g, k0..kn, et__cls, et__ms, et__part, et__off, et__reason, et__raw,
- *                           et__n, et__tmax, et__rec, then per aggregation i: n, t, lo, hi, d, v
+ * operator (mapper output): et__g, et__b, k0..kn, et__cls, et__ms, et__part, et__off, et__reason, et__raw,
+ *                           et__n, et__tmax, et__rec, et__accs (a partial's accumulators, binary)
  * output   (Spark result) : kind, keys, window_start, window_end, pane_timing, pane_index, is_final,
  *                           aggregations, reason, event_time, raw_timestamp, watermark, lateness_ms,
  *                           partition, offset, payload, stat_max_event_time, stat_rows, et__rec
@@ -23,8 +21,10 @@ import org.apache.spark.sql.types.StructType;
 final class Layout {
   // row classes
   static final int DATA = 0, HEARTBEAT = 1, INVALID = 2, STATS = 3, PARTIAL = 4, CONTROL = 5;
-  // group of the operator key: 0 = the user key, 1 = stateless pass-through (invalid records, statistics)
+  // group of the operator key: 0 = keyed rows, 1 = stateless pass-through (invalid records, statistics)
   static final int KEYED = 0, PASS = 1;
+  // position of the first key column in the operator input (after et__g and the bucket et__b)
+  static final int K0 = 2;
 
   // input
   static final int IN_REC = 0, IN_MS = 1, IN_CLS = 2, IN_REASON = 3, IN_RAW = 4, IN_PART = 5, IN_OFF = 6;
@@ -39,17 +39,17 @@ final class Layout {
   Layout(Spec spec) {
     nk = spec.keyFields.length;
     na = spec.aggKinds.length;
-    cls = nk + 1;
-    ms = nk + 2;
-    part = nk + 3;
-    off = nk + 4;
-    reason = nk + 5;
-    raw = nk + 6;
-    n = nk + 7;
-    tmax = nk + 8;
-    rec = nk + 9;
-    p0 = nk + 10;
-    width = p0 + 6 * na;
+    cls = K0 + nk;
+    ms = cls + 1;
+    part = cls + 2;
+    off = cls + 3;
+    reason = cls + 4;
+    raw = cls + 5;
+    n = cls + 6;
+    tmax = cls + 7;
+    rec = cls + 8;
+    p0 = cls + 9;
+    width = p0 + 1;
     oWs = nk + 1;
     oWe = nk + 2;
     oTiming = nk + 3;
@@ -73,6 +73,7 @@ final class Layout {
   static StructType operatorSchema(Spec spec) {
     List<StructField> f = new ArrayList<>();
     f.add(DataTypes.createStructField("et__g", DataTypes.IntegerType, false));
+    f.add(DataTypes.createStructField("et__b", DataTypes.IntegerType, false));
     for (int i = 0; i < spec.keyFields.length; i++) {
       f.add(DataTypes.createStructField("et__k" + i, spec.recordType.fields()[spec.keyFields[i]].dataType(), true));
     }
@@ -85,30 +86,19 @@ final class Layout {
     f.add(DataTypes.createStructField("et__n", DataTypes.LongType, true));
     f.add(DataTypes.createStructField("et__tmax", DataTypes.LongType, true));
     f.add(DataTypes.createStructField("et__rec", spec.recordType, true));
-    for (int i = 0; i < spec.aggKinds.length; i++) {
-      f.add(DataTypes.createStructField("et__p" + i + "n", DataTypes.LongType, true));
-      f.add(DataTypes.createStructField("et__p" + i + "t", DataTypes.LongType, true));
-      f.add(DataTypes.createStructField("et__p" + i + "lo", DataTypes.LongType, true));
-      f.add(DataTypes.createStructField("et__p" + i + "hi", DataTypes.LongType, true));
-      f.add(DataTypes.createStructField("et__p" + i + "d", DataTypes.DoubleType, true));
-      f.add(DataTypes.createStructField("et__p" + i + "v", partialValueType(spec, i), true));
-    }
+    f.add(DataTypes.createStructField("et__accs", DataTypes.BinaryType, true));
     return DataTypes.createStructType(f);
   }
 
-  static StructType keySchema(Spec spec) {
-    StructType op = operatorSchema(spec);
-    return DataTypes.createStructType(java.util.Arrays.copyOfRange(op.fields(), 0, spec.keyFields.length + 1));
+  /** The grouping key of the operator: (et__g, et__b). */
+  static StructType groupSchema(Spec spec) {
+    return DataTypes.createStructType(java.util.Arrays.copyOfRange(operatorSchema(spec).fields(), 0, K0));
   }
 
-  static DataType partialValueType(Spec spec, int i) {
-    String kind = spec.aggKinds[i];
-    if ((kind.equals("sum") || kind.equals("mean")) && spec.aggDecimal[i]) {
-      return DataTypes.createDecimalType(DecimalType.MAX_PRECISION(), spec.aggDecimalScale[i]);
-    }
-    if (kind.equals("min") || kind.equals("max") || kind.equals("first") || kind.equals("last")) {
-      return spec.recordType.fields()[spec.aggFields[i]].dataType();
-    }
-    return DataTypes.LongType;
+  /** The user key (the key of the per-key state map). */
+  static StructType userKeySchema(Spec spec) {
+    StructField[] f = operatorSchema(spec).fields();
+    return DataTypes.createStructType(java.util.Arrays.copyOfRange(f, K0, K0 + spec.keyFields.length));
   }
+
 }

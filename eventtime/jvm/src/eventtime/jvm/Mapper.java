@@ -109,12 +109,13 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
           Object[] hashable = new Object[nk];
           for (int i = 0; i < nk; i++) hashable[i] = keys[i] instanceof byte[] ? ByteBuffer.wrap((byte[]) keys[i]) : keys[i];
           long slice = spec.sliceOf(ms);
-          Object[] entry = partials.get(new GroupKey(hashable, slice));
+          GroupKey group = new GroupKey(hashable, slice);
+          Object[] entry = partials.get(group);
           if (entry == null) {
             Acc[] accs = new Acc[na];
             for (int i = 0; i < na; i++) accs[i] = new Acc();
             entry = new Object[] {keys, accs};
-            partials.put(new GroupKey(hashable, slice), entry);
+            partials.put(group, entry);
           }
           Acc[] accs = (Acc[]) entry[1];
           for (int i = 0; i < na; i++) {
@@ -128,7 +129,8 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
       private Row passRow(int group, Object[] keys, int cls, Long ms, Row r, Row rec) {
         Object[] o = new Object[lay.width];
         o[0] = group;
-        System.arraycopy(keys, 0, o, 1, nk);
+        o[1] = spec.bucketOf(keys);
+        System.arraycopy(keys, 0, o, Layout.K0, nk);
         o[lay.cls] = cls;
         o[lay.ms] = ms;
         o[lay.part] = r.get(Layout.IN_PART);
@@ -143,20 +145,13 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
         java.util.List<Row> rows = new java.util.ArrayList<>(partials.size() + stats.size() + 1);
         for (Map.Entry<GroupKey, Object[]> e : partials.entrySet()) {
           Object[] o = new Object[lay.width];
+          Object[] keys = (Object[]) e.getValue()[0];
           o[0] = Layout.KEYED;
-          System.arraycopy((Object[]) e.getValue()[0], 0, o, 1, nk);
+          o[1] = spec.bucketOf(keys);
+          System.arraycopy(keys, 0, o, Layout.K0, nk);
           o[lay.cls] = Layout.PARTIAL;
           o[lay.ms] = e.getKey().slice;
-          Acc[] accs = (Acc[]) e.getValue()[1];
-          for (int i = 0; i < na; i++) {
-            int b = lay.p0 + 6 * i;
-            o[b] = accs[i].n;
-            o[b + 1] = accs[i].t;
-            o[b + 2] = accs[i].lo;
-            o[b + 3] = accs[i].hi;
-            o[b + 4] = accs[i].d;
-            o[b + 5] = accs[i].v;
-          }
+          o[lay.p0] = Acc.encode(spec, (Acc[]) e.getValue()[1]);
           rows.add(RowFactory.create(o));
         }
         if (nullPartition[0] > 0) rows.add(statsRow(null, nullPartition));
@@ -168,6 +163,7 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
       private Row statsRow(String partition, long[] st) {
         Object[] o = new Object[lay.width];
         o[0] = Layout.PASS;
+        o[1] = 0;
         o[lay.cls] = Layout.STATS;
         o[lay.part] = partition;
         o[lay.n] = st[0];
@@ -205,19 +201,7 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
   }
 
   /** The accumulators of a partial row (class PARTIAL) of the operator input. */
-  static Acc[] readPartial(Layout lay, Row r) {
-    Acc[] accs = new Acc[lay.na];
-    for (int i = 0; i < lay.na; i++) {
-      int b = lay.p0 + 6 * i;
-      Acc a = new Acc();
-      a.n = r.getLong(b);
-      a.t = r.getLong(b + 1);
-      a.lo = r.getLong(b + 2);
-      a.hi = r.getLong(b + 3);
-      a.d = r.getDouble(b + 4);
-      a.v = r.get(b + 5);
-      accs[i] = a;
-    }
-    return accs;
+  static Acc[] readPartial(Layout lay, Spec spec, Row r) {
+    return Acc.decode(spec, (byte[]) r.get(lay.p0));
   }
 }

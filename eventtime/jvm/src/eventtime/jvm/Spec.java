@@ -26,6 +26,11 @@ public final class Spec implements Serializable {
   /** Positions, in the record struct, of the key columns and of each aggregation's input (-1: none). */
   public final int[] keyFields;
   public final String[] aggKinds, aggNames;
+  /** Aggregation kinds as codes (switches on them are cheap in the per-row path). */
+  public final int[] kinds;
+
+  public static final int COUNT = 0, SUM = 1, MEAN = 2, MIN = 3, MAX = 4, FIRST = 5, LAST = 6;
+  private static final java.util.List<String> KIND_NAMES = java.util.Arrays.asList("count", "sum", "mean", "min", "max", "first", "last");
   public final int[] aggFields;
   /** Aggregations whose input is an integral column (exact 128-bit sums) or a decimal one. */
   public final boolean[] aggIntegral, aggDecimal;
@@ -36,6 +41,8 @@ public final class Spec implements Serializable {
   public final StructType outputType;
   /** Local property carrying "queryId:batchId:watermark" for the map-side combine. */
   public final String watermarkProperty;
+  /** Number of hash buckets of the key (the operator's grouping key; fixed per checkpoint). */
+  public final int buckets;
 
   public Spec(String json) {
     try {
@@ -49,6 +56,7 @@ public final class Spec implements Serializable {
       discarding = "discarding".equals(n.get("accumulation").asText());
       bounded = n.get("bounded").asBoolean();
       watermarkProperty = n.get("watermark_property").asText();
+      buckets = n.get("buckets").asInt();
       recordType = (StructType) DataType.fromJson(n.get("record_type").asText());
       outputType = (StructType) DataType.fromJson(n.get("output_type").asText());
       JsonNode keys = n.get("key_fields");
@@ -57,6 +65,7 @@ public final class Spec implements Serializable {
       JsonNode aggs = n.get("aggregations");
       int a = aggs.size();
       aggKinds = new String[a];
+      kinds = new int[a];
       aggNames = new String[a];
       aggFields = new int[a];
       aggIntegral = new boolean[a];
@@ -65,6 +74,8 @@ public final class Spec implements Serializable {
       for (int i = 0; i < a; i++) {
         JsonNode g = aggs.get(i);
         aggKinds[i] = g.get("kind").asText();
+        kinds[i] = KIND_NAMES.indexOf(aggKinds[i]);
+        if (kinds[i] < 0) throw new IllegalArgumentException("eventtime: unknown aggregation kind " + aggKinds[i]);
         aggNames[i] = g.get("name").asText();
         aggFields[i] = g.get("field").asInt();
         aggIntegral[i] = g.get("integral").asBoolean();
@@ -74,6 +85,21 @@ public final class Spec implements Serializable {
     } catch (java.io.IOException e) {
       throw new IllegalArgumentException("eventtime: cannot read the engine spec: " + e.getMessage(), e);
     }
+  }
+
+  /** The bucket of a user key: a hash that is the same in every JVM (no identity hashes). */
+  public int bucketOf(Object[] keys) {
+    long h = 0x9E3779B97F4A7C15L;
+    for (Object k : keys) {
+      int e;
+      if (k == null) e = 0;
+      else if (k instanceof byte[]) e = java.util.Arrays.hashCode((byte[]) k);
+      else if (k instanceof java.math.BigDecimal) e = ((java.math.BigDecimal) k).stripTrailingZeros().hashCode();
+      else e = k.hashCode();
+      h = (h ^ e) * 0xFF51AFD7ED558CCDL;
+      h ^= h >>> 33;
+    }
+    return (int) Math.floorMod(h, (long) buckets);
   }
 
   static long gcd(long a, long b) {

@@ -8,11 +8,13 @@ BENCH_ARGS ?= --rows 500000
 
 .PHONY: demo test install bench clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml $(wildcard eventtime/jvm/src/eventtime/jvm/*.java)
 	bash scripts/ensure-java.sh
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[test]"
+	# the engine is Java: compiled here with javac against pyspark's own jars (no download)
+	$(PY) -c "from eventtime.spark.jvm import engine_jar; print(engine_jar(verbose=True))"
 	touch $@
 
 install: $(VENV)/.installed

@@ -30,6 +30,7 @@ _LAZY = {
     "route": "eventtime.spark",
     "Router": "eventtime.spark",
     "local_session": "eventtime.spark",
+    "engine_jar": "eventtime.spark",
     "DeltaLateSink": "eventtime.sinks",
     "DeltaResultsSink": "eventtime.sinks",
     "Alerter": "eventtime.alerts",

@@ -58,6 +58,13 @@ def changed_fields(old: dict, new: dict) -> list[str]:
     ]
 
 
+# What each checkpoint layout changed (the refusal names it).
+_LAYOUTS = {
+    2: "the query has an end-of-input control source",
+    3: "the state is kept per key by the JVM operator; layouts 1 and 2 held pickled frames per hash bucket",
+}
+
+
 def check_and_store(checkpoint_dir: str, fingerprint: dict) -> Optional[dict]:
     """Compare with the fingerprint stored in ``checkpoint_dir``; store it when absent.
 
@@ -72,9 +79,10 @@ def check_and_store(checkpoint_dir: str, fingerprint: dict) -> Optional[dict]:
         if stored.get("layout") != fingerprint.get("layout"):
             raise IncompatibleRestartError(
                 f"checkpoint {checkpoint_dir} was written by another eventtime version (checkpoint layout "
-                f"{stored.get('layout', 1)}, this version writes layout {fingerprint.get('layout')}: the query now "
-                "has an end-of-input control source). Its state cannot be migrated: let the old version finish "
-                "the input, or start this version from a new checkpoint (with fresh_start=True over the same tables)."
+                f"{stored.get('layout', 1)}, this version writes layout {fingerprint.get('layout')}: "
+                f"{_LAYOUTS.get(fingerprint.get('layout'), 'a different state layout')}). Its state cannot be migrated: "
+                "let the old version finish the input (route(...).start(..., end_of_input=True) fires and purges every "
+                "window), or start this version from a new checkpoint (with fresh_start=True over the same tables)."
             )
         if changes:
             raise IncompatibleRestartError(

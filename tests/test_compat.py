@@ -47,3 +47,20 @@ def test_a_time_zone_that_does_not_move_the_grid_is_the_same_window():
     # A 1-minute grid is the same in UTC and UTC+8: resuming is safe.
     assert fp(window=Tumbling("1 minute", tz="UTC+8")) == fp()
     assert fp(window=Tumbling("1 day", tz="UTC+8")) != fp(window=Tumbling("1 day"))
+
+
+@pytest.mark.parametrize("old_layout", [1, 2])
+def test_checkpoint_of_the_pandas_engine_is_refused_with_what_to_do(tmp_path, old_layout):
+    """Layouts 1 and 2 (pickled frames per hash bucket) cannot be read by the JVM operator."""
+    from eventtime.spark.transforms import NUM_BUCKETS, STATE_LAYOUT
+
+    old = {**fp(), "num_buckets": 8, "layout": old_layout}
+    if old_layout == 1:
+        del old["layout"]
+    check_and_store(str(tmp_path), old)
+    with pytest.raises(IncompatibleRestartError) as err:
+        check_and_store(str(tmp_path), {**fp(), "layout": STATE_LAYOUT, "buckets": NUM_BUCKETS})
+    text = str(err.value)
+    assert f"checkpoint layout {old_layout}, this version writes layout 3" in text
+    assert "kept per key by the JVM operator" in text
+    assert "end_of_input=True" in text and "fresh_start=True" in text

@@ -1,14 +1,11 @@
-"""A local SparkSession configured for the eventtime engine.
+"""A local SparkSession configured for the eventtime engine (its jar on ``spark.jars``).
 
-Local sessions are quiet: Spark logs errors only (a shipped ``log4j2.properties``), PySpark's
-"pandas >= 3 not fully supported" FutureWarning is filtered in the driver and its workers, and
-the transformWithState driver worker's debugging prints are dropped (see
-:func:`_quiet_tws_driver_worker`). What is left, and cannot be silenced from Python:
+Local sessions are quiet: Spark logs errors only (a shipped ``log4j2.properties``) and
+PySpark's "pandas >= 3 not fully supported" FutureWarning is filtered in the driver and its
+workers. What is left, and cannot be silenced from Python:
 
 * ``WARNING: Using incubator modules: jdk.incubator.vector`` -- printed by the JVM itself
   for a module Spark's launcher always adds (``JavaModuleOptions``);
-* ``Starting Streaming TransformWithStateInPandas Python worker.`` -- printed by that worker
-  once per query start, before it loads any eventtime code;
 * errors: a query that stops on an error is logged by Spark (``ERROR MicroBatchExecution``,
   with its stack trace), on purpose.
 """
@@ -23,25 +20,6 @@ from typing import Optional
 __all__ = ["local_session", "ROCKSDB_PROVIDER", "ENGINE_CONF"]
 
 _PANDAS_WARNING = "PySpark does not yet fully support pandas"
-_TWS_DRIVER_WORKER = "pyspark.sql.streaming.transform_with_state_driver_worker"
-
-
-def _quiet_tws_driver_worker() -> None:
-    """Drop the prints of PySpark's transformWithState driver worker.
-
-    At each query start the driver runs ``python -m`` that module once; it ``print``s the
-    pickled UDF, the output schema and the state server port (five lines, one of several
-    kilobytes), and the JVM copies its stdout to the console. The worker talks to the JVM over
-    a socket only, so its stdout carries nothing else; its stderr (errors) is kept. It loads
-    eventtime when it unpickles the processor, after its first line.
-    """
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if spec is not None and spec.name == _TWS_DRIVER_WORKER:
-        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - for the process' life
-
-
-_quiet_tws_driver_worker()
-
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 # What the engine needs from any session (local or cluster):

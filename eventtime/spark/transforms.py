@@ -274,6 +274,7 @@ def window_aggregate(
         cls = F.when(reason.isNotNull(), F.lit(CLS_INVALID)).when(ms > F.lit(END_OF_INPUT_MS), F.lit(CLS_CONTROL))
         if heartbeat_col:
             cls = cls.when(F.coalesce(F.col(heartbeat_col), F.lit(False)), F.lit(CLS_HEARTBEAT))
+        ensure_engine(spark)
         operator_input = df.select(
             F.struct(*[F.col(c) for c in user_cols]).alias(C_REC),
             ms.alias("et__ms"),
@@ -283,7 +284,6 @@ def window_aggregate(
             (F.col(partition_col).cast("string") if partition_col else F.lit(None).cast("string")).alias("et__part"),
             (F.col(offset_col).cast("long") if offset_col else F.lit(None).cast("long")).alias("et__off"),
         )
-        ensure_engine(spark)
         raw = DataFrame(spark._jvm.eventtime.jvm.Engine.apply(operator_input._jdf, json.dumps(spec)), spark)
         signal_path = settings.get("end_of_input_signal")
         ts_col = settings.get("column")

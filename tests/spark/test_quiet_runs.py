@@ -9,11 +9,10 @@ import pytest
 
 pytestmark = pytest.mark.spark
 
-# Printed by the JVM for a module Spark's launcher always adds, and by PySpark's
-# transformWithState driver worker before it loads any eventtime code.
+# Printed by the JVM for a module Spark's launcher always adds (the operator is Java now: no
+# transformWithState Python worker announces itself any more).
 UNAVOIDABLE = {
     "WARNING: Using incubator modules: jdk.incubator.vector",
-    "Starting Streaming TransformWithStateInPandas Python worker.",
 }
 
 

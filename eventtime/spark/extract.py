@@ -395,14 +395,17 @@ def with_event_time(
 
             control, signal_path = control_stream(df.sparkSession)
             settings["end_of_input_signal"] = signal_path
+            # The row is marked (__et_end), not recognised by its time: with no out-of-orderness
+            # its time is END_OF_INPUT_MS itself, and it must never be counted as a record.
             end_ms = END_OF_INPUT_MS + b_ms
-            out = out.unionByName(
+            out = out.withColumn("__et_end", F.lit(False)).unionByName(
                 control.select(
                     *[F.lit(None).cast(f.dataType).alias(f.name) for f in out.schema.fields if not f.name.startswith("__et_")],
                     F.lit(None).cast("string").alias("__et_reason"),
                     F.lit(None).cast("string").alias("__et_raw"),
                     F.lit(end_ms).cast("long").alias("__et_ms"),
                     F.timestamp_millis(F.lit(end_ms)).alias("__et_wm"),
+                    F.lit(True).alias("__et_end"),
                 )
             )
         return out.withColumn("__et_ms", F.col("__et_ms").alias("__et_ms", metadata={META_KEY: json.dumps(settings)})).withWatermark(

@@ -24,7 +24,7 @@ from .._json import key_json, row_json
 from ..aggregations import Aggregation
 from ..config import EngineConfig
 from ..faults import fault_point
-from ..trigger import ACCUMULATING, END_OF_INPUT_MS, ON_TIME_AND_LATE
+from ..trigger import ACCUMULATING, ON_TIME_AND_LATE
 from ..window import WindowAssigner
 from .extract import event_time_settings
 from .jvm import ensure_engine
@@ -271,7 +271,9 @@ def window_aggregate(
         # (Spark's own text of it) and offset.
         reason = F.col("__et_reason")
         ms = F.col("__et_ms").cast("long")
-        cls = F.when(reason.isNotNull(), F.lit(CLS_INVALID)).when(ms > F.lit(END_OF_INPUT_MS), F.lit(CLS_CONTROL))
+        cls = F.when(reason.isNotNull(), F.lit(CLS_INVALID))
+        if "__et_end" in df.columns:  # the end-of-input control row of a stream (spark/extract.py)
+            cls = cls.when(F.col("__et_end"), F.lit(CLS_CONTROL))
         if heartbeat_col:
             cls = cls.when(F.coalesce(F.col(heartbeat_col), F.lit(False)), F.lit(CLS_HEARTBEAT))
         ensure_engine(spark)

@@ -29,7 +29,7 @@ def _row(rid, ts, key, **values):
     return row
 
 
-def _scenario(emit="on_time_and_late"):
+def _scenario(emit="on_time_and_late", max_out_of_orderness_ms=1000):
     # Windows [0, 3000) and [3000, 6000) are due in the stream; [6000, 9000) and [9000, 12000)
     # are not: without an end of input they would never fire.
     batches = [
@@ -40,7 +40,7 @@ def _scenario(emit="on_time_and_late"):
     return {
         "keys": ("k_big",),
         "window": {"type": "tumbling", "size_ms": 3000, "offset_ms": 0},
-        "max_out_of_orderness_ms": 1000,
+        "max_out_of_orderness_ms": max_out_of_orderness_ms,
         "allowed_lateness_ms": 2000,
         "accumulation": "accumulating",
         "emit": emit,
@@ -135,6 +135,21 @@ def test_streaming_end_of_input_equals_the_static_run_and_the_model(spark, tmp_p
     eventtime.route(_aggregate(stream1, sc), panes=cap1.pane_sink, late=cap1.record_sink, pipeline="bounded1").start(
         str(tmp_path / "chk1"), trigger={"availableNow": True}, end_of_input=True)
     assert diff_typed(_flatten(run_reference_typed(one, end_of_input=True)), cap1.output(sc["keys"])) is None
+
+
+def test_the_end_of_input_row_is_no_record_without_out_of_orderness(spark, tmp_path):
+    """With max_out_of_orderness 0 the control row's time is END_OF_INPUT_MS itself; it was
+    counted as a record with a null key (a pane for the window of 9999-12-31T23:59)."""
+    sc = _scenario(max_out_of_orderness_ms=0)
+    src = str(tmp_path / "in")
+    _write(src, sc["batches"])
+    stream = spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(src)
+    cap = _Capture()
+    eventtime.route(_aggregate(stream, sc), panes=cap.pane_sink, late=cap.record_sink, pipeline="b0").start(
+        str(tmp_path / "chk"), trigger={"availableNow": True}, end_of_input=True)
+    got = cap.output(sc["keys"])
+    assert diff_typed(_flatten(run_reference_typed(sc, end_of_input=True)), got) is None
+    assert max(p["window_start"] for p in got[0]["panes"]) == 9000
 
 
 def test_end_of_input_needs_a_bounded_trigger(spark, tmp_path):

@@ -265,10 +265,10 @@ def window_aggregate(
         position = {c: i for i, c in enumerate(user_cols)}
         spark = df.sparkSession
         spec = engine_spec(window, config, record_type, out_schema, keys, aggregations, bounded=not df.isStreaming)
-        # The operator input (eventtime/jvm/src/eventtime/jvm/Layout.java): the user's row as one
-        # struct, the event time as a plain long (no watermark metadata, so Spark drops nothing
-        # before the operator), the row class, and the invalid reason / raw text, partition
-        # (Spark's own text of it) and offset.
+        # The operator input (eventtime/jvm/src/eventtime/jvm/Layout.java): the event time as a
+        # plain long (no watermark metadata, so Spark drops nothing before the operator), the row
+        # class, the invalid reason / raw text, partition (Spark's own text of it) and offset,
+        # the user's row as one struct, then the key and aggregated columns on their own.
         reason = F.col("__et_reason")
         ms = F.col("__et_ms").cast("long")
         cls = F.when(reason.isNotNull(), F.lit(CLS_INVALID))
@@ -278,13 +278,15 @@ def window_aggregate(
             cls = cls.when(F.coalesce(F.col(heartbeat_col), F.lit(False)), F.lit(CLS_HEARTBEAT))
         ensure_engine(spark)
         operator_input = df.select(
-            F.struct(*[F.col(c) for c in user_cols]).alias(C_REC),
             ms.alias("et__ms"),
             cls.otherwise(F.lit(CLS_DATA)).alias("et__cls"),
             reason.alias("et__reason"),
             F.col("__et_raw").alias("et__raw"),
             (F.col(partition_col).cast("string") if partition_col else F.lit(None).cast("string")).alias("et__part"),
             (F.col(offset_col).cast("long") if offset_col else F.lit(None).cast("long")).alias("et__off"),
+            F.struct(*[F.col(c) for c in user_cols]).alias(C_REC),
+            *[F.col(k).alias(f"et__k{i}") for i, k in enumerate(keys)],
+            *[(F.col(a.column) if a.column else F.lit(None)).alias(f"et__a{i}") for i, a in enumerate(aggregations)],
         )
         raw = DataFrame(spark._jvm.eventtime.jvm.Engine.apply(operator_input._jdf, json.dumps(spec)), spark)
         signal_path = settings.get("end_of_input_signal")
@@ -694,12 +696,17 @@ class Router:
         import pyarrow.compute as pc
 
         kind = table.column("kind")
-        all_panes = table.filter(pc.equal(kind, "pane"))
-        self._pane_watermark_ms = pc.max(timestamp_ms(all_panes.column("watermark"))).as_py() if all_panes.num_rows else None
-        panes = all_panes.select(
+        # select the few columns each output needs first, then filter only those
+        pane_mask = pc.equal(kind, "pane")
+        panes = table.select(
             [*self.keys, "window_start", "window_end", "pane_timing", "pane_index", "is_final", *self.agg_names]
-        )
-        records = table.filter(pc.is_in(kind, pa.array(["late", "invalid"])))
+        ).filter(pane_mask)
+        pane_watermark = table.column("watermark").filter(pane_mask)
+        self._pane_watermark_ms = pc.max(timestamp_ms(pane_watermark)).as_py() if len(pane_watermark) else None
+        record_cols = ["kind", "reason", *self.keys, "event_time", "raw_timestamp", "watermark", "lateness_ms",
+                       "window_start", "window_end", "partition", "offset"]
+        record_cols += [C_REC] if C_REC in table.column_names else ["payload"]
+        records = table.select(list(dict.fromkeys(record_cols))).filter(pc.is_in(kind, pa.array(["late", "invalid"])))
         keys_text = [
             key_json(self.keys, values) for values in zip(*[records.column(k).to_pylist() for k in self.keys])
         ] if self.keys else ["{}"] * records.num_rows
@@ -719,7 +726,9 @@ class Router:
             [None if rec is None else row_json(rec.items()) for rec in records.column(C_REC).to_pylist()], pa.string()
         ) if C_REC in records.column_names else records.column("payload")
         records = pa.table(columns)
-        stats = table.filter(pc.equal(kind, "partition_stats")).select(["partition", "stat_max_event_time", "stat_rows", "watermark"])
+        stats = table.select(["partition", "stat_max_event_time", "stat_rows", "watermark"]).filter(
+            pc.equal(kind, "partition_stats")
+        )
         return panes, records, stats
 
     def batch_stats(self, batch_id: int, panes, records, stats):

@@ -1,11 +1,14 @@
 package eventtime.jvm;
 
+import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.functions;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.TimeMode;
+import org.apache.spark.sql.expressions.UserDefinedFunction;
+import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 
 /** Entry point called from Python (eventtime/spark/engine.py) through py4j. */
@@ -16,7 +19,7 @@ public final class Engine {
   public static Dataset<Row> apply(Dataset<Row> input, String specJson) {
     Spec spec = new Spec(specJson);
     StructType opSchema = Layout.operatorSchema(spec);
-    Dataset<Row> mapped = input.mapPartitions(new Mapper(spec), Encoders.row(opSchema));
+    Dataset<Row> mapped = withoutFoldedRecords(input, spec).mapPartitions(new Mapper(spec), Encoders.row(opSchema));
     return mapped
         .groupBy(functions.col("et__g"), functions.col("et__b"))
         .as(Encoders.row(Layout.groupSchema(spec)), Encoders.row(opSchema))
@@ -30,7 +33,19 @@ public final class Engine {
   /** The map side alone (statistics, pass-through, map-side combine): the operator's input. */
   public static Dataset<Row> mapSide(Dataset<Row> input, String specJson) {
     Spec spec = new Spec(specJson);
-    return input.mapPartitions(new Mapper(spec), Encoders.row(Layout.operatorSchema(spec)));
+    return withoutFoldedRecords(input, spec).mapPartitions(new Mapper(spec), Encoders.row(Layout.operatorSchema(spec)));
+  }
+
+  /**
+   * The input with the record struct nulled on the rows the map-side combine will fold
+   * ({@link Live}): the struct is then neither built nor converted for them, only for the rows
+   * that need their payload (late, invalid, or not judged).
+   */
+  static Dataset<Row> withoutFoldedRecords(Dataset<Row> input, Spec spec) {
+    UserDefinedFunction live = functions.udf(new Live(spec), DataTypes.BooleanType).asNondeterministic();
+    Column rec = input.col("et__rec");
+    Column folded = live.apply(input.col("et__ms"), input.col("et__cls"));
+    return input.withColumn("et__rec", functions.when(folded, functions.lit(null).cast(spec.recordType)).otherwise(rec));
   }
 
   /** Version of the engine's state layout (checked against the checkpoint by the Python side). */

@@ -96,7 +96,7 @@ public final class InProcess {
   /**
    * One data batch: {@code rowsJson} is a list of {"rec": [...], "ms", "cls", "reason", "raw",
    * "part", "off"}; the operator sees {@code watermark}; the map-side combine runs with it when
-   * {@code combine}. Returns the output rows as a JSON list of objects.
+   * {@code combine} (records are kept on every row here: the mapper judges them itself). Returns the output rows as a JSON list of objects.
    */
   public String batch(String rowsJson, long watermark, boolean combine) throws java.io.IOException {
     List<Row> input = new ArrayList<>();
@@ -104,14 +104,18 @@ public final class InProcess {
     for (JsonNode r : JSON.readTree(rowsJson)) {
       Object[] rec = new Object[recFields.length];
       for (int i = 0; i < recFields.length; i++) rec[i] = value(r.get("rec").get(i), recFields[i].dataType());
-      input.add(RowFactory.create(
-          RowFactory.create(rec),
-          r.get("ms").isNull() ? null : r.get("ms").asLong(),
-          r.get("cls").asInt(),
-          r.get("reason").isNull() ? null : r.get("reason").asText(),
-          r.get("raw").isNull() ? null : r.get("raw").asText(),
-          r.get("part").isNull() ? null : r.get("part").asText(),
-          r.get("off").isNull() ? null : r.get("off").asLong()));
+      int nk = spec.keyFields.length, na = spec.aggFields.length;
+      Object[] in = new Object[Layout.IN_K0 + nk + na];
+      in[Layout.IN_MS] = r.get("ms").isNull() ? null : r.get("ms").asLong();
+      in[Layout.IN_CLS] = r.get("cls").asInt();
+      in[Layout.IN_REASON] = r.get("reason").isNull() ? null : r.get("reason").asText();
+      in[Layout.IN_RAW] = r.get("raw").isNull() ? null : r.get("raw").asText();
+      in[Layout.IN_PART] = r.get("part").isNull() ? null : r.get("part").asText();
+      in[Layout.IN_OFF] = r.get("off").isNull() ? null : r.get("off").asLong();
+      in[Layout.IN_REC] = RowFactory.create(rec);
+      for (int i = 0; i < nk; i++) in[Layout.IN_K0 + i] = rec[spec.keyFields[i]];
+      for (int i = 0; i < na; i++) in[Layout.IN_K0 + nk + i] = spec.aggFields[i] < 0 ? null : rec[spec.aggFields[i]];
+      input.add(RowFactory.create(in));
     }
     Mapper mapper = new Mapper(spec, combine ? watermark : null);
     Map<List<Object>, List<Row>> groups = new LinkedHashMap<>();

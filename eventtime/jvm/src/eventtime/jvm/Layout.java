@@ -10,7 +10,8 @@ import org.apache.spark.sql.types.StructType;
  * Column positions of the three row layouts:
  *
  * <pre>
- * input    (from Python)  : et__rec, et__ms, et__cls, et__reason, et__raw, et__part, et__off
+ * input    (from Python)  : et__ms, et__cls, et__reason, et__raw, et__part, et__off, et__rec (null for a row the
+ *                           map-side combine folds, see Live), k0..kn, a0..am (each aggregation's input column)
  * operator (mapper output): et__g, et__b, k0..kn, et__cls, et__ms, et__part, et__off, et__reason, et__raw,
  *                           et__n, et__tmax, et__rec, et__accs (a partial's accumulators, binary)
  * output   (Spark result) : kind, keys, window_start, window_end, pane_timing, pane_index, is_final,
@@ -27,9 +28,11 @@ final class Layout {
   static final int K0 = 2;
 
   // input
-  static final int IN_REC = 0, IN_MS = 1, IN_CLS = 2, IN_REASON = 3, IN_RAW = 4, IN_PART = 5, IN_OFF = 6;
+  static final int IN_MS = 0, IN_CLS = 1, IN_REASON = 2, IN_RAW = 3, IN_PART = 4, IN_OFF = 5, IN_REC = 6, IN_K0 = 7;
 
   final int nk, na;
+  // input: the first aggregation input column
+  final int inA0;
   // operator input
   final int cls, ms, part, off, reason, raw, n, tmax, rec, p0, width;
   // output
@@ -39,6 +42,7 @@ final class Layout {
   Layout(Spec spec) {
     nk = spec.keyFields.length;
     na = spec.aggKinds.length;
+    inA0 = IN_K0 + nk;
     cls = K0 + nk;
     ms = cls + 1;
     part = cls + 2;

@@ -63,7 +63,12 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
     GroupKey(Object[] keys, long slice) {
       this.keys = keys;
       this.slice = slice;
-      this.hash = 31 * Arrays.hashCode(keys) + Long.hashCode(slice);
+      // mixed (murmur3's finalizer): keys like "k0001" have near-consecutive hashes and slices
+      // are a window apart, so 31 * h(keys) + h(slice) collides across (key, slice) pairs
+      long h = Arrays.hashCode(keys) * 0x9E3779B97F4A7C15L + slice;
+      h = (h ^ (h >>> 33)) * 0xFF51AFD7ED558CCDL;
+      h = (h ^ (h >>> 33)) * 0xC4CEB9FE1A85EC53L;
+      this.hash = (int) (h ^ (h >>> 33));
     }
 
     @Override
@@ -101,11 +106,12 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
         long ms = r.isNullAt(Layout.IN_MS) ? 0 : r.getLong(Layout.IN_MS);
         if (cls != Layout.INVALID && ms > st[1]) st[1] = ms;
         if (cls == Layout.HEARTBEAT) return null;
-        Row rec = r.getStruct(Layout.IN_REC);
+        Row rec = r.isNullAt(Layout.IN_REC) ? null : r.getStruct(Layout.IN_REC);
         Object[] keys = new Object[nk];
-        for (int i = 0; i < nk; i++) keys[i] = rec.get(spec.keyFields[i]);
+        for (int i = 0; i < nk; i++) keys[i] = r.get(Layout.IN_K0 + i);
         if (cls == Layout.INVALID) return passRow(Layout.PASS, keys, Layout.INVALID, null, r, rec);
-        if (watermark != null && spec.isLive(ms, watermark)) {
+        // a data row without its record was judged live under this batch's watermark (Live)
+        if (rec == null || (watermark != null && spec.isLive(ms, watermark))) {
           Object[] hashable = new Object[nk];
           for (int i = 0; i < nk; i++) hashable[i] = keys[i] instanceof byte[] ? ByteBuffer.wrap((byte[]) keys[i]) : keys[i];
           long slice = spec.sliceOf(ms);
@@ -119,7 +125,7 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
           }
           Acc[] accs = (Acc[]) entry[1];
           for (int i = 0; i < na; i++) {
-            accs[i].add(spec, i, spec.aggFields[i] < 0 ? null : rec.get(spec.aggFields[i]), ms);
+            accs[i].add(spec, i, spec.aggFields[i] < 0 ? null : r.get(lay.inA0 + i), ms);
           }
           return null;
         }

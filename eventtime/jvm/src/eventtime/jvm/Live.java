@@ -1,0 +1,34 @@
+package eventtime.jvm;
+
+import org.apache.spark.TaskContext;
+import org.apache.spark.sql.api.java.UDF2;
+
+/**
+ * Whether a row of the operator input is a data row that is live under this batch's watermark
+ * (so the map-side combine folds it and its record is not needed). Evaluated in the input
+ * projection, where it nulls the record struct of such rows: the {@link Mapper} then reads only
+ * the key and aggregated columns of them, and a null record is how it knows to combine. Rows it
+ * cannot judge (no watermark published for this query and batch) keep their record.
+ */
+final class Live implements UDF2<Long, Integer, Boolean> {
+  private static final long serialVersionUID = 1L;
+  private final Spec spec;
+  private transient long attempt = -1;
+  private transient Long watermark;
+
+  Live(Spec spec) {
+    this.spec = spec;
+  }
+
+  @Override
+  public Boolean call(Long ms, Integer cls) {
+    if (ms == null || cls == null || cls != Layout.DATA) return false;
+    TaskContext tc = TaskContext.get();
+    if (tc == null) return false;
+    if (tc.taskAttemptId() != attempt) {
+      watermark = Mapper.batchWatermark(spec);
+      attempt = tc.taskAttemptId();
+    }
+    return watermark != null && spec.isLive(ms, watermark);
+  }
+}

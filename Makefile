@@ -6,7 +6,7 @@ PYTHON ?= python3
 DEMO_DIR ?= demo-output
 BENCH_ARGS ?= --rows 500000
 
-.PHONY: demo test install bench clean
+.PHONY: demo test test-fast install bench clean
 
 $(VENV)/.installed: pyproject.toml $(wildcard eventtime/jvm/src/eventtime/jvm/*.java)
 	bash scripts/ensure-java.sh
@@ -28,6 +28,10 @@ bench: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q
+
+# The pure core and unit tests only (no Spark engine run), for use between changes; CI runs `make test`.
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -p no:cacheprovider -q --ignore=tests/spark -m "not spark"
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) example-output .pytest_cache .hypothesis

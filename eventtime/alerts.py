@@ -51,7 +51,7 @@ import time
 from datetime import timedelta
 from typing import Any, Callable, Mapping
 
-from eventtime.monitor import BatchStats, PartitionFinding, PartitionMonitor, to_ms
+from eventtime.monitor import BatchStats, PartitionFinding, PartitionMonitor, optional_ms
 from eventtime.timestamps import MALFORMED_RECORD
 
 __all__ = ["Alerter", "Alert", "BatchAlerts"]
@@ -230,7 +230,7 @@ class Alerter:
         self.send_timeout_s = _seconds("send_timeout_s", send_timeout_s)
         idle_s = _seconds("idle_timeout_s", idle_timeout_s, allow_none=True)
         self.idle_timeout_s = idle_s
-        self.partition_lag_ms = to_ms("partition_lag_ms", partition_lag_ms)
+        self.partition_lag_ms = optional_ms(partition_lag_ms, "partition_lag_ms")
         self.max_samples = max_samples
         self._clock = clock
         self.monitor = PartitionMonitor(

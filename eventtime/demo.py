@@ -196,7 +196,7 @@ def run_demo(
     import pandas as pd
 
     from .alerts import Alerter
-    from .cli import main as cli_main
+    from .cli_late import main as late_main
     from .compat import CheckpointMissingError
     from .spark import local_session
 
@@ -261,9 +261,9 @@ def run_demo(
     late_path = os.path.join(output, "late")
     if os.path.exists(os.path.join(late_path, "_delta_log")):
         say("")
-        cli_main(["late", "summary", "--table", late_path], hard_exit=False)
+        late_main(["late", "summary", "--table", late_path], hard_exit=False)
         plot = os.path.join(output, "late.png")
-        cli_main(["late", "plot", "--table", late_path, "--output", plot], hard_exit=False)
+        late_main(["late", "plot", "--table", late_path, "--output", plot], hard_exit=False)
     say(f"\nresults table: {os.path.join(output, 'results')}\nlate-data table: {late_path}")
     say(f"query them: eventtime late show --table {late_path} --reason too_late --limit 10")
     log.debug("demo report %s", asdict(report))

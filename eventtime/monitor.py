@@ -36,18 +36,19 @@ __all__ = [
     "PartitionStats",
     "PartitionFinding",
     "PartitionMonitor",
-    "to_ms",
+    "optional_ms",
 ]
 
 log = logging.getLogger(__name__)
 
 
-def to_ms(name: str, value: object, *, allow_none: bool = True, minimum: int = 0) -> int | None:
+def optional_ms(value: object, name: str, *, allow_none: bool = True, minimum: int = 0) -> int | None:
     """A duration (int ms, ``timedelta`` or ``"10 minutes"``) as int ms, ``None`` kept when allowed.
 
-    Raises ``TypeError`` / ``ValueError`` naming ``name`` on bad input.
+    The argument order of ``_duration.to_ms``; raises ``TypeError`` / ``ValueError`` naming
+    ``name`` on bad input.
 
-    >>> to_ms("cooldown", timedelta(seconds=2)), to_ms("lag", "1 minute")
+    >>> optional_ms(timedelta(seconds=2), "cooldown"), optional_ms("1 minute", "lag")
     (2000, 60000)
     """
     if value is None:
@@ -192,8 +193,8 @@ class PartitionMonitor:
         idle_timeout_ms: int | timedelta | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.lag_threshold_ms = to_ms("lag_threshold_ms", lag_threshold_ms)
-        self.idle_timeout_ms = to_ms("idle_timeout_ms", idle_timeout_ms)
+        self.lag_threshold_ms = optional_ms(lag_threshold_ms, "lag_threshold_ms")
+        self.idle_timeout_ms = optional_ms(idle_timeout_ms, "idle_timeout_ms")
         if not callable(clock):
             raise TypeError(f"clock must be callable, got {type(clock).__name__}")
         self._clock = clock

@@ -5,6 +5,7 @@ Pure Python; shared by the reference model and the Spark engine.
 
 from __future__ import annotations
 
+import abc
 import math
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -33,7 +34,7 @@ class Window(NamedTuple):
         return self.start_ms <= ts_ms < self.end_ms
 
 
-class WindowAssigner:
+class WindowAssigner(abc.ABC):
     """Base of the window assigners. Windows start at ``offset_ms + k * slide_ms``."""
 
     size_ms: int
@@ -86,8 +87,9 @@ class WindowAssigner:
         """Starts of the slices that make up ``window``."""
         return list(range(window.start_ms, window.end_ms, self.slice_ms))
 
+    @abc.abstractmethod
     def to_dict(self) -> dict:
-        raise NotImplementedError
+        """The assigner as the replay contract's ``window`` object."""
 
 
 def _aligned_offset(offset: object, tz: object) -> int:

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from eventtime.monitor import BatchStats, PartitionMonitor, PartitionStats, to_ms
+from eventtime.monitor import BatchStats, PartitionMonitor, PartitionStats, optional_ms
 
 
 class Clock:
@@ -51,7 +51,7 @@ def test_validation_names_the_parameter():
     assert PartitionMonitor(lag_threshold_ms="1 minute").lag_threshold_ms == 60_000
     with pytest.raises(ValueError, match="idle_timeout_ms"):
         PartitionMonitor(idle_timeout_ms=-5)
-    assert to_ms("x", timedelta(minutes=2)) == 120_000
+    assert optional_ms(timedelta(minutes=2), "x") == 120_000
 
 
 def test_lagging_partition_is_reported_with_its_lag():

@@ -32,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import datetime as _dt
 import json
@@ -410,7 +411,7 @@ def write_via_spark(
 FaultInjector = Callable[[int, int], None]
 
 
-class _DeltaSink:
+class _DeltaSink(abc.ABC):
     _kind = "base"
 
     def __init__(
@@ -524,8 +525,9 @@ class _DeltaSink:
                 self._use_spark = ok
         return self._use_spark
 
+    @abc.abstractmethod
     def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime) -> pa.Table:
-        raise NotImplementedError
+        """The rows of one batch as this table stores them."""
 
     def _default_partition_by(self) -> list[str] | None:
         return None

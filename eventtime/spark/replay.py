@@ -163,7 +163,7 @@ class ReplayRunner:
         wait_for_file(self.query, i)
         panes, self._panes = self._panes, []
         records, self._records = self._records, []
-        watermark = _watermark_ms(self.query.lastProgress) if self.router._seen_event_time else None
+        watermark = _watermark_ms(self.query.lastProgress) if self.router.event_time_seen else None
         return self._render(panes, records, watermark)
 
     def _render(self, panes: list, records: list, watermark: Optional[int]) -> dict:

@@ -677,6 +677,12 @@ class Router:
                 "or pass fresh_start=True to start a new query over these tables on purpose."
             )
 
+    @property
+    def event_time_seen(self) -> bool:
+        """Whether any batch so far had a record or heartbeat with a valid event time (before
+        that, Spark's watermark of 0 means "no watermark yet")."""
+        return self._seen_event_time
+
     def query_id(self) -> str:
         # foreachBatch may run before start() returns; the checkpoint's metadata file holds
         # the query id from before the first batch on (it is also StreamingQuery.id).

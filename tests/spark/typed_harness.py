@@ -176,7 +176,7 @@ class SparkTypedRunner:
         wait_for_file(self.query, i)
         panes, self._panes = self._panes, []
         records, self._records = self._records, []
-        watermark = _watermark_ms(self.query.lastProgress) if self.router._seen_event_time else None
+        watermark = _watermark_ms(self.query.lastProgress) if self.router.event_time_seen else None
         return {"watermark_ms": watermark, "panes": render_panes(panes, self.keys), "records": render_records(records, self.keys)}
 
     def close(self) -> None:

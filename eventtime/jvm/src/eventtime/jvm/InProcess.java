@@ -96,7 +96,8 @@ public final class InProcess {
   /**
    * One data batch: {@code rowsJson} is a list of {"rec": [...], "ms", "cls", "reason", "raw",
    * "part", "off"}; the operator sees {@code watermark}; the map-side combine runs with it when
-   * {@code combine} (records are kept on every row here: the mapper judges them itself). Returns the output rows as a JSON list of objects.
+   * {@code combine} (records are kept on every row here: the mapper judges them itself).
+   * Returns the output rows as a JSON list of objects.
    */
   public String batch(String rowsJson, long watermark, boolean combine) throws java.io.IOException {
     List<Row> input = new ArrayList<>();

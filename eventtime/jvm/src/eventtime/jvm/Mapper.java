@@ -63,8 +63,8 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
     GroupKey(Object[] keys, long slice) {
       this.keys = keys;
       this.slice = slice;
-      // mixed (murmur3's finalizer): keys like "k0001" have near-consecutive hashes and slices
-      // are a window apart, so 31 * h(keys) + h(slice) collides across (key, slice) pairs
+      // mixed (murmur3's finalizer), so that near-consecutive key hashes ("user0001", "user0002")
+      // and slices one window apart spread over the whole table
       long h = Arrays.hashCode(keys) * 0x9E3779B97F4A7C15L + slice;
       h = (h ^ (h >>> 33)) * 0xFF51AFD7ED558CCDL;
       h = (h ^ (h >>> 33)) * 0xC4CEB9FE1A85EC53L;

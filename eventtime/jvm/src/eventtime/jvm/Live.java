@@ -13,7 +13,10 @@ import org.apache.spark.sql.api.java.UDF2;
 final class Live implements UDF2<Long, Integer, Boolean> {
   private static final long serialVersionUID = 1L;
   private final Spec spec;
-  private transient long attempt = -1;
+  // transient: per deserialized copy, i.e. per task (Java deserialization leaves them at their
+  // defaults: false / 0 / null, not at field initializers)
+  private transient boolean read;
+  private transient long attempt;
   private transient Long watermark;
 
   Live(Spec spec) {
@@ -25,9 +28,10 @@ final class Live implements UDF2<Long, Integer, Boolean> {
     if (ms == null || cls == null || cls != Layout.DATA) return false;
     TaskContext tc = TaskContext.get();
     if (tc == null) return false;
-    if (tc.taskAttemptId() != attempt) {
+    if (!read || tc.taskAttemptId() != attempt) {
       watermark = Mapper.batchWatermark(spec);
       attempt = tc.taskAttemptId();
+      read = true;
     }
     return watermark != null && spec.isLive(ms, watermark);
   }

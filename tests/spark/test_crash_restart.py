@@ -1,22 +1,29 @@
 """Crash and restart: the demo pipeline killed with SIGKILL mid-stream ends equal to an uninterrupted run.
 
-Each run is ``python -m eventtime demo`` in its own process group (the Spark JVM included),
-on a small deterministic stream. A run is killed either by the test (SIGKILL to the group at
-a seeded random moment after a seeded random batch started) or by the process itself at one
-of the fault points of :mod:`eventtime.faults`; then the same command resumes from the
-checkpoint. The results and late-data tables must equal the uninterrupted run's, row for
-row (pane indexes included), apart from when and by which batch a row was written.
+A killed run is ``python -m eventtime demo`` in its own process group (the Spark JVM
+included), on a small deterministic stream, killed either by the test (SIGKILL to the group
+at a seeded random moment after a seeded random batch started) or by the process itself at
+one of the fault points of :mod:`eventtime.faults`. The same command then resumes from the
+checkpoint. The runs that need no process of their own (the uninterrupted baseline, every
+resume, the refused starts) run in one warm worker process (``demo_worker.py``): the same
+command on its own directory, without paying a JVM start each. The results and late-data
+tables must equal the uninterrupted run's, row for row (pane indexes included), apart from
+when and by which batch a row was written -- unless the kill regrouped the micro-batches
+(see :func:`assert_resumes_equal`).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import ast
+import json
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -30,11 +37,11 @@ ROWS, BATCHES, SEED = 2400, 6, 11
 # When and by which batch a row was written differ between runs by design.
 RUN_COLUMNS = {"query_id", "batch_id", "detected_at", "detected_date", "written_at"}
 BATCH_LINE = re.compile(r"^\s+batch\s+(\d+)\s")
+WORKER = Path(__file__).with_name("demo_worker.py")
 
 
-def _demo_cmd(out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "eventtime", "demo", "--output", str(out), "--rows", str(ROWS),
-            "--batches", str(BATCHES), "--seed", str(SEED), *extra]
+def _demo_args(out: Path, *extra: str) -> list[str]:
+    return ["demo", "--output", str(out), "--rows", str(ROWS), "--batches", str(BATCHES), "--seed", str(SEED), *extra]
 
 
 def _env(**extra: str) -> dict:
@@ -46,12 +53,12 @@ def _env(**extra: str) -> dict:
 
 
 def run_demo(out: Path, env: dict | None = None, kill_at_batch: int | None = None, kill_delay_s: float = 0.0,
-             extra: tuple = (), timeout_s: float = 600, on_batch=None) -> tuple[int, str]:
-    """Run the demo to its end (or kill its process group once batch ``kill_at_batch`` shows);
-    ``on_batch(batch_id)`` is called as each batch's progress line shows."""
+             timeout_s: float = 600) -> tuple[int, str]:
+    """Run the demo as a new process to its end, or kill its process group once batch
+    ``kill_at_batch`` shows (the runs that are killed, by the test or by a fault point)."""
     proc = subprocess.Popen(
-        _demo_cmd(out, *extra), env=env or _env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
+        [sys.executable, "-m", "eventtime", *_demo_args(out)], env=env or _env(), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
     lines: list[str] = []
     deadline = time.monotonic() + timeout_s
@@ -59,8 +66,6 @@ def run_demo(out: Path, env: dict | None = None, kill_at_batch: int | None = Non
         for line in proc.stdout:
             lines.append(line)
             match = BATCH_LINE.match(line)
-            if on_batch is not None and match:
-                on_batch(int(match.group(1)))
             if kill_at_batch is not None and match and int(match.group(1)) >= kill_at_batch:
                 time.sleep(kill_delay_s)
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -85,6 +90,74 @@ def _reap_group(pgid: int) -> None:
     time.sleep(0.5)
 
 
+class WarmDemo:
+    """The demo command run in one long-lived worker process (``demo_worker.py``)."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.runs = 0
+        self.proc = subprocess.Popen(
+            [sys.executable, str(WORKER)], env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=open(log_dir / "worker.log", "w"), text=True, start_new_session=True,
+        )
+        ready = self._reply(timeout_s=300)
+        assert ready == {"ready": True}, (log_dir / "worker.log").read_text()[-3000:]
+
+    def _reply(self, timeout_s: float) -> dict:
+        box: list[str] = []
+        reader = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(timeout_s)
+        if not box or not box[0]:
+            self.close()
+            pytest.fail("the demo worker did not answer:\n" + (self.log_dir / "worker.log").read_text()[-3000:])
+        return json.loads(box[0])
+
+    def run(self, out: Path, extra: tuple = (), env: dict | None = None, on_batch=None,
+            timeout_s: float = 600) -> tuple[int, str]:
+        """Run ``eventtime demo`` on ``out``; ``on_batch(batch_id)`` is called as each batch's
+        progress line shows. Returns (exit code, everything printed)."""
+        self.runs += 1
+        log = self.log_dir / f"run{self.runs}.log"
+        log.write_text("")
+        self.proc.stdin.write(json.dumps({"argv": _demo_args(out, *extra), "env": env or {}, "log": str(log)}) + "\n")
+        self.proc.stdin.flush()
+        box: list[str] = []
+        reader = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()), daemon=True)
+        reader.start()
+        seen, deadline = 0, time.monotonic() + timeout_s
+        while reader.is_alive() and time.monotonic() < deadline:
+            reader.join(0.2)
+            if on_batch is not None:
+                lines = log.read_text().splitlines()
+                for line in lines[seen:]:
+                    match = BATCH_LINE.match(line)
+                    if match:
+                        on_batch(int(match.group(1)))
+                seen = len(lines)
+        text = log.read_text()
+        if not box or not box[0]:
+            self.close()
+            pytest.fail("the demo did not finish in time (or the worker died):\n" + text[-3000:])
+        return json.loads(box[0])["code"], text
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                pass
+        _reap_group(self.proc.pid)
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory):
+    worker = WarmDemo(tmp_path_factory.mktemp("worker"))
+    yield worker
+    worker.close()
+
+
 def read_table(path: Path) -> list[tuple]:
     from deltalake import DeltaTable
 
@@ -100,6 +173,15 @@ def tables(out: Path) -> dict:
     return {name: read_table(out / name) for name in ("results", "late")}
 
 
+def batch_files(out: Path) -> list[int]:
+    """The file-source offset (the last input file) each committed micro-batch ended at."""
+    offsets = out / "checkpoint" / "offsets"
+    ends = []
+    for path in sorted((p for p in offsets.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)):
+        ends.append(json.loads(path.read_text().splitlines()[2])["logOffset"])
+    return ends
+
+
 def _input_only_copy(baseline: Path, target: Path) -> Path:
     """A new output directory with the baseline's generated input (not its checkpoint or tables)."""
     target.mkdir()
@@ -109,9 +191,9 @@ def _input_only_copy(baseline: Path, target: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def baseline(tmp_path_factory):
+def baseline(tmp_path_factory, warm):
     out = tmp_path_factory.mktemp("crash") / "baseline"
-    code, text = run_demo(out)
+    code, text = warm.run(out)
     assert code == 0, text[-3000:]
     assert "conservation holds" in text
     result = tables(out)
@@ -119,64 +201,183 @@ def baseline(tmp_path_factory):
     return out, result
 
 
-def assert_resumes_equal(out: Path, baseline_tables: dict) -> str:
-    code, text = run_demo(out)
+def _rows(table: list[tuple]) -> list[dict]:
+    """The rows of :func:`read_table` as dicts of values (a timestamp stays its repr)."""
+    def value(text: str):
+        try:
+            return ast.literal_eval(text)
+        except ValueError:
+            return text
+
+    return [{column: value(text) for column, text in row} for row in table]
+
+
+def assert_regrouped_run_is_consistent(base_tables: dict, got: dict) -> None:
+    """The restart regrouped micro-batches (README, known limitations): a batch after it
+    covers input files the uninterrupted run read in separate batches, so it starts from an
+    earlier watermark. Then no record may be later than it was in the uninterrupted run, and
+    each window's final aggregate must be the uninterrupted run's plus exactly the records
+    that were late there and are on time here; invalid records are the same."""
+    def ident(row: dict) -> tuple:
+        return row["kind"], row["reason"], row["partition"], row["offset"]
+
+    base_late = {ident(r): r for r in _rows(base_tables["late"])}
+    got_late = {ident(r): r for r in _rows(got["late"])}
+    assert len(got_late) == len(got["late"]), "late: a record written twice after the restart"
+    assert set(got_late) <= set(base_late), f"late after the restart but not before: {set(got_late) - set(base_late)}"
+    assert {k for k in base_late if k[0] == "invalid"} == {k for k in got_late if k[0] == "invalid"}
+    expected: dict = {}
+    for row in _rows(base_tables["results"]):
+        window = (row["user_id"], row["window_start"])
+        if window not in expected or int(row["pane_index"]) > expected[window][0]:
+            expected[window] = (int(row["pane_index"]), int(row["count"]), float(row["amount"]), float(row["max_amount"]))
+    finals = {w: list(v[1:]) for w, v in expected.items()}
+    for key in set(base_late) - set(got_late):
+        assert key[0] == "late", key
+        record = base_late[key]
+        payload = json.loads(record["payload"])
+        window = (record["user_id"], record["window_start"])
+        final = finals.setdefault(window, [0, 0.0, float("-inf")])
+        final[0] += 1
+        final[1] += payload["amount"]
+        final[2] = max(final[2], payload["amount"])
+    got_finals: dict = {}
+    panes = set()
+    for row in _rows(got["results"]):
+        window = (row["user_id"], row["window_start"])
+        pane = (window, row["pane_index"])
+        assert pane not in panes, f"results: pane {pane} written twice after the restart"
+        panes.add(pane)
+        if window not in got_finals or int(row["pane_index"]) > got_finals[window][0]:
+            got_finals[window] = (int(row["pane_index"]), int(row["count"]), float(row["amount"]), float(row["max_amount"]))
+    assert set(got_finals) == set(finals), "results: the windows differ from the uninterrupted run plus the moved records"
+    for window, (count, amount, max_amount) in finals.items():
+        _, got_count, got_amount, got_max = got_finals[window]
+        assert (got_count, got_max) == (count, max_amount) and got_amount == pytest.approx(amount, rel=1e-9), (
+            f"results: window {window}: {got_finals[window][1:]} != {(count, amount, max_amount)}")
+
+
+def assert_resumes_equal(warm: WarmDemo, out: Path, baseline: tuple) -> tuple[str, bool]:
+    """Resume ``out`` to its end; compare with the baseline. Returns (what it printed, whether
+    the restart regrouped micro-batches)."""
+    base_dir, base_tables = baseline
+    code, text = warm.run(out)
     assert code == 0, text[-3000:]
     assert "conservation holds" in text, text[-2000:]
     got = tables(out)
+    if batch_files(out) != batch_files(base_dir):
+        # Only a coarsening is allowed: every batch end of the restarted run is one of the baseline's.
+        assert set(batch_files(out)) <= set(batch_files(base_dir)), (batch_files(out), batch_files(base_dir))
+        assert_regrouped_run_is_consistent(base_tables, got)
+        return text, True
     for name in ("results", "late"):
-        missing = set(baseline_tables[name]) - set(got[name])
+        missing = set(base_tables[name]) - set(got[name])
         extra = len(got[name]) - len(set(got[name]))
         assert not missing, f"{name}: {len(missing)} row(s) missing after the restart, e.g. {sorted(missing)[:2]}"
         assert extra == 0, f"{name}: {extra} duplicated row(s) after the restart"
-        assert got[name] == baseline_tables[name], f"{name}: rows differ from the uninterrupted run"
-    return text
+        assert got[name] == base_tables[name], f"{name}: rows differ from the uninterrupted run"
+    return text, False
+
+
+@pytest.fixture(scope="module")
+def killed_after_commit(baseline, tmp_path_factory):
+    """A run killed by its fault point right after Spark committed batch 3, kept as a snapshot:
+    each user restores it to the same path (the file source's log names input files by path)."""
+    base_dir, _ = baseline
+    out = _input_only_copy(base_dir, tmp_path_factory.mktemp("after_commit") / "run")
+    code, text = run_demo(out, env=_env(**{FAULT_ENV: "kill:after_commit:3"}))
+    assert code == -signal.SIGKILL, f"the fault point after_commit was not reached:\n{text[-2000:]}"
+    snapshot = out.with_name("snapshot")
+    shutil.copytree(out, snapshot)
+
+    def restore() -> Path:
+        shutil.rmtree(out)
+        shutil.copytree(snapshot, out)
+        return out
+
+    return restore
 
 
 @pytest.mark.parametrize("point", ["before_write", "between_writes", "after_write", "after_commit"])
-def test_kill_at_a_fault_point_then_restart_equals_uninterrupted_run(baseline, tmp_path, point):
-    base_dir, base_tables = baseline
-    out = _input_only_copy(base_dir, tmp_path / point)
-    code, text = run_demo(out, env=_env(**{FAULT_ENV: f"kill:{point}:2"}))
-    assert code == -signal.SIGKILL, f"the fault point {point} was not reached:\n{text[-2000:]}"
+def test_kill_at_a_fault_point_then_restart_equals_uninterrupted_run(baseline, warm, killed_after_commit, tmp_path,
+                                                                     point):
+    base_dir, _ = baseline
+    if point == "after_commit":
+        out = killed_after_commit()
+    else:
+        out = _input_only_copy(base_dir, tmp_path / point)
+        code, text = run_demo(out, env=_env(**{FAULT_ENV: f"kill:{point}:2"}))
+        assert code == -signal.SIGKILL, f"the fault point {point} was not reached:\n{text[-2000:]}"
     assert (out / "checkpoint" / "metadata").exists()
-    assert_resumes_equal(out, base_tables)
+    assert_resumes_equal(warm, out, baseline)
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-def test_kill_at_a_random_moment_then_restart_equals_uninterrupted_run(baseline, tmp_path, seed):
-    base_dir, base_tables = baseline
+def test_kill_at_a_random_moment_then_restart_equals_uninterrupted_run(baseline, warm, tmp_path, seed):
+    base_dir, _ = baseline
     rng = random.Random(seed)
     batch, delay = rng.randint(1, BATCHES - 1), rng.uniform(0.0, 1.5)
     out = _input_only_copy(base_dir, tmp_path / f"random{seed}")
     code, text = run_demo(out, kill_at_batch=batch, kill_delay_s=delay)
     assert code == -signal.SIGKILL, f"the run ended before the kill (batch {batch}, +{delay:.2f} s):\n{text[-2000:]}"
-    assert_resumes_equal(out, base_tables)
+    assert_resumes_equal(warm, out, baseline)
 
 
-def test_deleted_checkpoint_with_existing_tables_is_refused_unless_fresh_start(baseline, tmp_path):
+def test_deleted_checkpoint_with_existing_tables_is_refused_unless_fresh_start(baseline, warm, tmp_path):
     base_dir, base_tables = baseline
     out = tmp_path / "deleted"
     shutil.copytree(base_dir, out)
     shutil.rmtree(out / "checkpoint")
-    code, text = run_demo(out)
+    code, text = warm.run(out)
     assert code == 2, text[-3000:]
     assert "already holds rows of pipeline 'demo'" in text and "--fresh-start" in text, text[-3000:]
     assert tables(out) == base_tables, "a refused start must not write anything"
-    code, text = run_demo(out, extra=("--fresh-start",))
+    code, text = warm.run(out, extra=("--fresh-start",))
     assert code == 0, text[-3000:]
     assert "fresh start" in text
     assert tables(out) == base_tables
 
 
+def test_kill_between_the_file_source_log_and_the_offset_log_regroups_batches_consistently(baseline, warm,
+                                                                                          killed_after_commit):
+    # The state a kill leaves in that window (README, known limitations), made exactly: the
+    # run killed as batch 4 started had logged batch 4 in the file source's log and in the
+    # offset log; without the offset log entry, the restart plans batch 4 anew and the file
+    # source adds its next file to the one it had logged.
+    out = killed_after_commit()
+    offsets = out / "checkpoint" / "offsets"
+    assert (out / "checkpoint" / "sources" / "0" / "4").exists() and not (out / "checkpoint" / "commits" / "4").exists()
+    for path in (offsets / "4", offsets / ".4.crc"):
+        path.unlink(missing_ok=True)
+    text, regrouped = assert_resumes_equal(warm, out, baseline)
+    assert regrouped, f"batch ends {batch_files(out)} equal the uninterrupted run's: nothing was regrouped"
+    assert batch_files(out)[:5] == [0, 1, 2, 3, 5], batch_files(out)
+    # ...and the check of a regrouped run can fail: each way a restart could be wrong is reported
+    base_tables, got = baseline[1], tables(out)
+    moved = [r for r in base_tables["late"] if r not in set(got["late"]) and dict(r)["kind"] == "'late'"]
+    assert moved, "the regrouped batch moved no record from late to on time: the check below is weak"
+    last_pane = max(got["results"], key=lambda r: int(dict(r)["pane_index"]))
+    wrong = {
+        "a pane lost": {**got, "results": [r for r in got["results"] if r != last_pane]},
+        "a pane doubled": {**got, "results": sorted(got["results"] + [last_pane])},
+        "a late record doubled": {**got, "late": sorted(got["late"] + [got["late"][0]])},
+        "a record late only after the restart": {**got, "late": sorted(got["late"] + [moved[0]])},
+        "a moved record lost": {**got, "late": [r for r in got["late"] if r != got["late"][-1]]},
+        "an invalid record lost": {**got, "late": [r for r in got["late"] if dict(r)["kind"] != "'invalid'"]},
+        "a count changed": {**got, "results": [
+            tuple((c, str(int(v) + 1) if c == "count" and r == last_pane else v) for c, v in r) for r in got["results"]]},
+    }
+    for what, tables_ in wrong.items():
+        with pytest.raises(AssertionError):
+            assert_regrouped_run_is_consistent(base_tables, tables_)
+            pytest.fail(f"not reported: {what}")
+
+
 @pytest.mark.parametrize("damage", ["truncated", "corrupted"])
-def test_damaged_state_fails_the_restart_loudly_with_an_alert(baseline, tmp_path, damage):
+def test_damaged_state_fails_the_restart_loudly_with_an_alert(warm, killed_after_commit, damage):
     from sentry_receiver import SentryReceiver
 
-    base_dir, _ = baseline
-    out = _input_only_copy(base_dir, tmp_path / damage)
-    code, text = run_demo(out, env=_env(**{FAULT_ENV: "kill:after_commit:3"}))
-    assert code == -signal.SIGKILL, text[-2000:]
+    out = killed_after_commit()
     state_files = [p for p in (out / "checkpoint" / "state").rglob("*") if p.is_file() and p.suffix in (".zip", ".sst")]
     assert state_files
     for path in state_files:
@@ -184,7 +385,7 @@ def test_damaged_state_fails_the_restart_loudly_with_an_alert(baseline, tmp_path
         path.write_bytes(data[: len(data) // 2] if damage == "truncated" else bytes(b ^ 0x5A for b in data))
     before = tables(out)
     with SentryReceiver() as receiver:
-        code, text = run_demo(out, env=_env(SENTRY_DSN=receiver.dsn, NO_PROXY="127.0.0.1", no_proxy="127.0.0.1",
+        code, text = warm.run(out, env=dict(SENTRY_DSN=receiver.dsn, NO_PROXY="127.0.0.1", no_proxy="127.0.0.1",
                                             http_proxy="", HTTP_PROXY=""))
         events = receiver.wait_for(1, timeout=10)
     assert code == 2, text[-3000:]
@@ -197,10 +398,10 @@ def test_damaged_state_fails_the_restart_loudly_with_an_alert(baseline, tmp_path
     assert tables(out) == before, "nothing may be written from empty state"
 
 
-def test_unwritable_late_table_fails_clearly_after_retries_then_restart_loses_nothing(baseline, tmp_path):
+def test_unwritable_late_table_fails_clearly_after_retries_then_restart_loses_nothing(baseline, warm, tmp_path):
     # Tests run as root, so chmod does not stop a write: the table directory is moved away
     # and a plain file put at its path, which no storage layer can write a table into.
-    base_dir, base_tables = baseline
+    base_dir, _ = baseline
     out = _input_only_copy(base_dir, tmp_path / "unwritable")
     late, moved = out / "late", out / "late.moved"
     broken: list[int] = []
@@ -211,7 +412,7 @@ def test_unwritable_late_table_fails_clearly_after_retries_then_restart_loses_no
             late.write_text("not a Delta table")
             broken.append(batch_id)
 
-    code, text = run_demo(out, on_batch=break_table)
+    code, text = warm.run(out, on_batch=break_table)
     assert broken, "the table was never broken (the run ended first)"
     assert code == 2, text[-3000:]
     assert "DeltaSinkError: could not write batch" in text and str(late) in text, text[-3000:]
@@ -219,13 +420,13 @@ def test_unwritable_late_table_fails_clearly_after_retries_then_restart_loses_no
     assert text.count("retrying in") >= 3
     late.unlink()
     moved.rename(late)
-    assert_resumes_equal(out, base_tables)
+    assert_resumes_equal(warm, out, baseline)
 
 
-def test_second_run_of_a_finished_demo_is_a_no_op(baseline, tmp_path):
+def test_second_run_of_a_finished_demo_is_a_no_op(baseline, warm):
     # In place: the file source's checkpoint names its input files by absolute path, so a
     # copied output directory would be read again from the start (a copy is a new stream).
     # Last in this module because it runs on the baseline's own directory.
-    base_dir, base_tables = baseline
-    text = assert_resumes_equal(base_dir, base_tables)
+    base_dir, _ = baseline
+    text, _ = assert_resumes_equal(warm, base_dir, baseline)
     assert "resuming from" in text

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ._duration import to_instant_ms, to_ms
+from ._duration import to_ms
 from .aggregations import Aggregation, count
-from .timestamps import DEFAULT_MAX_FUTURE_MS, DEFAULT_MIN_VALID_MS
+from .timestamps import DEFAULT_MAX_FUTURE_MS, DEFAULT_MIN_VALID_MS, quarantine_bounds
 from .trigger import ACCUMULATING, ACCUMULATION_MODES, EMIT_MODES, ON_TIME_AND_LATE
 from .window import WindowAssigner
 
@@ -54,17 +54,14 @@ class EngineConfig:
         if duplicated:
             raise ValueError(f"aggregations must have distinct names, {duplicated} appear more than once")
         object.__setattr__(self, "aggregations", tuple(aggregations))
-        for name in ("max_out_of_orderness_ms", "allowed_lateness_ms", "max_future_ms"):
-            value = to_ms(getattr(self, name), name)
-            if value < 0:
-                raise ValueError(f"{name} must be >= 0, got {value}")
+        allowed_lateness = to_ms(self.allowed_lateness_ms, "allowed_lateness_ms")
+        if allowed_lateness < 0:
+            raise ValueError(f"allowed_lateness_ms must be >= 0, got {allowed_lateness}")
+        object.__setattr__(self, "allowed_lateness_ms", allowed_lateness)
+        bounds = quarantine_bounds(self.max_out_of_orderness_ms, self.min_valid_ms, self.max_future_ms,
+                                   names=("max_out_of_orderness_ms", "min_valid_ms", "max_future_ms"))
+        for name, value in zip(("max_out_of_orderness_ms", "min_valid_ms", "max_future_ms"), bounds):
             object.__setattr__(self, name, value)
-        min_valid = to_instant_ms(self.min_valid_ms, "min_valid_ms")
-        if min_valid < 1:
-            # Spark's watermark starts at 0, ours at "none"; with every valid event time >= 1
-            # the two cannot be told apart (docs/semantics.md, "Initial watermark").
-            raise ValueError(f"min_valid_ms must be >= 1 (1970-01-01T00:00:00.001Z), got {min_valid}")
-        object.__setattr__(self, "min_valid_ms", min_valid)
         if self.accumulation not in ACCUMULATION_MODES:
             raise ValueError(f"accumulation must be one of {ACCUMULATION_MODES}, got {self.accumulation!r}")
         if self.emit not in EMIT_MODES:

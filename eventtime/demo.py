@@ -48,6 +48,8 @@ def _config(stream: DemoStream) -> EngineConfig:
         _aggregations(),
         max_out_of_orderness_ms=stream.max_out_of_orderness_ms,
         allowed_lateness_ms=stream.allowed_lateness_ms,
+        min_valid_ms="2000-01-01",
+        max_future_ms="1 day",
     )
 
 
@@ -92,8 +94,8 @@ def demo_pipeline(spark, stream: DemoStream, directory: str, alerter=None):
                 "ts",
                 unit="ms",
                 max_out_of_orderness=config.max_out_of_orderness_ms,
-                min_valid="2000-01-01",
-                max_future="1 day",
+                min_valid=config.min_valid_ms,
+                max_future=config.max_future_ms,
             )
         )
     )
@@ -103,6 +105,8 @@ def demo_pipeline(spark, stream: DemoStream, directory: str, alerter=None):
             window=config.window,
             allowed_lateness=config.allowed_lateness_ms,
             aggregations=config.aggregations,
+            accumulation=config.accumulation,
+            emit=config.emit,
             partition_col="partition",
             offset_col="offset",
             heartbeat_col="heartbeat",
@@ -256,7 +260,8 @@ def run_demo(
     for kind in ("late", "invalid"):
         reasons = late.loc[late["kind"] == kind, "reason"].value_counts()
         say(f"  {kind} records by reason: {dict(sorted(reasons.items()))}")
-    report = conservation(data_rows, panes, late, KEYS, _config(stream).window, "accumulating", "on_time_and_late")
+    config = _config(stream)
+    report = conservation(data_rows, panes, late, KEYS, config.window, config.accumulation, config.emit)
     say(f"  {report.describe()}")
     late_path = os.path.join(output, "late")
     if os.path.exists(os.path.join(late_path, "_delta_log")):

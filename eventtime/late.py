@@ -166,29 +166,39 @@ class LateFilter:
             raise TypeError(f"pipeline must be a string, got {type(pipeline).__name__}")
         self.pipeline = pipeline
 
+    def conditions(self, columns: Sequence[str]) -> list[tuple[str, str, Any]]:
+        """Everything but ``key`` as ``(column, operator, value)`` triples (operator one of
+        ``>=``, ``<``, ``<=``, ``in``, ``==``), for a table with these ``columns``: the one
+        statement of the filters, rendered for pyarrow by :meth:`expression` and for Spark by
+        :func:`read_late_spark`. With ``time_column="detected_at"`` the ``detected_date``
+        partition column is bounded too, so whole partitions are skipped."""
+        out: list[tuple[str, str, Any]] = []
+        by_date = self.time_column == "detected_at" and "detected_date" in columns
+        if self.since is not None:
+            out.append((self.time_column, ">=", self.since))
+            if by_date:
+                out.append(("detected_date", ">=", self.since.date()))
+        if self.until is not None:
+            out.append((self.time_column, "<", self.until))
+            if by_date:
+                out.append(("detected_date", "<=", self.until.date()))
+        for column, values in (("reason", self.reasons), ("kind", self.kinds), ("partition", self.partitions)):
+            if values is not None:
+                out.append((column, "in", values))
+        if self.pipeline is not None:
+            out.append(("pipeline", "==", self.pipeline))
+        return out
+
     def expression(self, schema: pa.Schema) -> ds.Expression | None:
         """A pyarrow dataset expression for everything but ``key`` (``None``: no filter)."""
-        parts: list[ds.Expression] = []
-        tcol = ds.field(self.time_column)
-        if self.since is not None:
-            parts.append(tcol >= pa.scalar(self.since, TS))
-            if self.time_column == "detected_at" and "detected_date" in schema.names:
-                parts.append(ds.field("detected_date") >= pa.scalar(self.since.date(), pa.date32()))
-        if self.until is not None:
-            parts.append(tcol < pa.scalar(self.until, TS))
-            if self.time_column == "detected_at" and "detected_date" in schema.names:
-                parts.append(ds.field("detected_date") <= pa.scalar(self.until.date(), pa.date32()))
-        for col, values in (("reason", self.reasons), ("kind", self.kinds), ("partition", self.partitions)):
-            if values is not None:
-                parts.append(ds.field(col).isin(values))
-        if self.pipeline is not None:
-            parts.append(ds.field("pipeline") == self.pipeline)
-        if not parts:
-            return None
-        expr = parts[0]
-        for p in parts[1:]:
-            expr = expr & p
-        return expr
+        def scalar(value: Any) -> Any:
+            if isinstance(value, _dt.datetime):
+                return pa.scalar(value, TS)
+            if isinstance(value, _dt.date):
+                return pa.scalar(value, pa.date32())
+            return value
+
+        return _combine([_render(ds.field(column), op, scalar(value)) for column, op, value in self.conditions(schema.names)])
 
     def matching_keys(self, keys: Iterable[str | None]) -> list[str]:
         """Which distinct ``key`` JSON strings match the ``key`` filter."""
@@ -215,6 +225,28 @@ class LateFilter:
             elif self.key is not None and any(_text(v) == self.key for v in obj.values()):
                 out.append(k)
         return out
+
+
+def _render(column: Any, op: str, value: Any) -> Any:
+    """One condition of :meth:`LateFilter.conditions` on a pyarrow field or a Spark column."""
+    if op == ">=":
+        return column >= value
+    if op == "<":
+        return column < value
+    if op == "<=":
+        return column <= value
+    if op == "in":
+        return column.isin(value)
+    return column == value
+
+
+def _combine(parts: list) -> Any:
+    if not parts:
+        return None
+    expr = parts[0]
+    for part in parts[1:]:
+        expr = expr & part
+    return expr
 
 
 def _text(v: object) -> str:
@@ -332,27 +364,11 @@ def read_late_spark(
             .option("mergeSchema", "true")
             .parquet(*files)
         )
-    cond = None
-
-    def _and(c: Any) -> None:
-        nonlocal cond
-        cond = c if cond is None else (cond & c)
-
-    if flt.since is not None:
-        _and(F.col(flt.time_column) >= F.lit(flt.since))
-    if flt.until is not None:
-        _and(F.col(flt.time_column) < F.lit(flt.until))
-    if flt.reasons is not None:
-        _and(F.col("reason").isin(flt.reasons))
-    if flt.kinds is not None:
-        _and(F.col("kind").isin(flt.kinds))
-    if flt.partitions is not None:
-        _and(F.col("partition").isin(flt.partitions))
-    if flt.pipeline is not None:
-        _and(F.col("pipeline") == flt.pipeline)
+    parts = [_render(F.col(column), op, value) for column, op, value in flt.conditions(df.columns)]
     if flt.key is not None:
         keys = snapshot_dataset(dt).to_table(columns=["key"]).column("key")
-        _and(F.col("key").isin(flt.matching_keys(pc.unique(keys).to_pylist())))
+        parts.append(F.col("key").isin(flt.matching_keys(pc.unique(keys).to_pylist())))
+    cond = _combine(parts)
     return df if cond is None else df.filter(cond)
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_MIN_VALID_MS",
     "DEFAULT_MAX_FUTURE_MS",
     "parse_timestamp",
+    "quarantine_bounds",
     "classify",
     "extract",
 ]
@@ -122,6 +123,36 @@ def parse_timestamp(
         except (ValueError, OverflowError):
             return None, UNPARSEABLE_TIMESTAMP
     return None, UNPARSEABLE_TIMESTAMP
+
+
+def quarantine_bounds(
+    max_out_of_orderness: object,
+    min_valid: object,
+    max_future: object,
+    names: tuple[str, str, str] = ("max_out_of_orderness", "min_valid", "max_future"),
+) -> tuple[int, int, int]:
+    """The validated ``(max_out_of_orderness_ms, min_valid_ms, max_future_ms)``: durations
+    (int ms, ``timedelta``, ``"10 seconds"``) >= 0 and an instant >= 1 ms after the epoch;
+    errors name the parameter by ``names``.
+
+    >>> quarantine_bounds("10 seconds", "2000-01-01", "1 day")
+    (10000, 946684800000, 86400000)
+    """
+    from ._duration import to_ms
+
+    b_name, min_name, future_name = names
+    out_of_orderness_ms = to_ms(max_out_of_orderness, b_name)
+    if out_of_orderness_ms < 0:
+        raise ValueError(f"{b_name} must be >= 0, got {out_of_orderness_ms} ms")
+    min_valid_ms = to_instant_ms(min_valid, min_name)
+    if min_valid_ms < 1:
+        # Spark's watermark starts at 0, ours at "none"; with every valid event time >= 1
+        # the two cannot be told apart (docs/semantics.md, "Initial watermark").
+        raise ValueError(f"{min_name} must be >= 1 (1970-01-01T00:00:00.001Z), got {min_valid_ms}")
+    max_future_ms = to_ms(max_future, future_name)
+    if max_future_ms < 0:
+        raise ValueError(f"{future_name} must be >= 0, got {max_future_ms} ms")
+    return out_of_orderness_ms, min_valid_ms, max_future_ms
 
 
 def classify(ts_ms: int, now_ms: int, min_valid_ms: int, max_future_ms: int) -> Optional[str]:

@@ -208,6 +208,19 @@ def test_spark_reader_reads_the_snapshot_files(late_table, tmp_path):
         assert sorted(r["offset"] for r in too_late.collect()) == [0, 1, 4]
         by_key = read_late_spark(spark, copy, key="user=a", since="2024-03-01T13:00:00Z", time_column="detected_at")
         assert sorted(r["offset"] for r in by_key.collect()) == [5, 6]
+        # the filters are stated once (LateFilter.conditions): both readers give the same rows
+        cases = [
+            {}, {"reason": "too_late"}, {"kind": ["invalid"]}, {"partition": "1"}, {"pipeline": "nope"},
+            {"since": "2024-03-01T12:30:00Z"}, {"until": "2024-03-01T12:30:00Z"},
+            {"since": "2024-03-01T13:00:00Z", "until": "2024-03-02", "time_column": "detected_at"},
+            {"until": "2024-03-01T13:00:00Z", "time_column": "detected_at", "kind": "late"},
+            {"key": "user=a", "reason": ["too_late", "null_timestamp"]},
+        ]
+        for filters in cases:
+            spark_offsets = sorted(r["offset"] for r in read_late_spark(spark, copy, **filters).collect())
+            arrow_offsets = sorted(read_late(copy, **filters).column("offset").to_pylist())
+            assert spark_offsets == arrow_offsets, filters
+        assert len({tuple(sorted(r["offset"] for r in read_late_spark(spark, copy, **f).collect())) for f in cases}) > 4
     finally:
         spark.stop()
 

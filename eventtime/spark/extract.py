@@ -43,7 +43,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .._duration import event_zone, to_instant_ms, to_ms
+from .._duration import event_zone, to_instant_ms
 from ..trigger import END_OF_INPUT_MS
 from ..timestamps import (
     BEFORE_MIN_VALID,
@@ -54,6 +54,7 @@ from ..timestamps import (
     TOO_FAR_IN_FUTURE,
     UNITS,
     UNPARSEABLE_TIMESTAMP,
+    quarantine_bounds,
 )
 
 __all__ = ["with_event_time", "META_KEY", "event_time_settings", "DEFAULT_CORRUPT_RECORD_COL"]
@@ -328,15 +329,7 @@ def with_event_time(
         raise TypeError(f"corrupt_record_col must be a column name (str) or None, got {corrupt_record_col!r}")
     if fmt is not None:
         _spark_pattern(fmt)  # validate early
-    b_ms = to_ms(max_out_of_orderness, "max_out_of_orderness")
-    if b_ms < 0:
-        raise ValueError(f"max_out_of_orderness must be >= 0, got {b_ms} ms")
-    min_valid_ms = to_instant_ms(min_valid, "min_valid")
-    if min_valid_ms < 1:
-        raise ValueError(f"min_valid must be >= 1 ms after the epoch, got {min_valid_ms}")
-    max_future_ms = to_ms(max_future, "max_future")
-    if max_future_ms < 0:
-        raise ValueError(f"max_future must be >= 0, got {max_future_ms} ms")
+    b_ms, min_valid_ms, max_future_ms = quarantine_bounds(max_out_of_orderness, min_valid, max_future)
     now_ms = None if now is None else to_instant_ms(now, "now")
 
     def apply(df: DataFrame) -> DataFrame:

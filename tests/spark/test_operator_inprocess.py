@@ -102,3 +102,41 @@ def test_every_aggregation_equals_reference(spark, scenario, data):
             for p in expected.panes
         )
         assert _pane_rows(got) == exp_rows
+
+
+_window_params = st.integers(1, 50).flatmap(lambda size: st.tuples(
+    st.just(size), st.integers(1, size), st.integers(-100, 100), st.integers(0, 60)))
+
+
+@settings(max_examples=80, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_window_params, st.lists(st.integers(-10_000, 10_000), min_size=1, max_size=4), st.integers(-10_000, 10_000))
+def test_jvm_window_arithmetic_is_the_python_rules(spark, params, timestamps, watermark):
+    """The JVM operator's one copy of the window rules (Spec.java) against the pure core:
+    slices, the windows of a slice, the first window of a record, and whether a record is
+    still live (some window not expired) at a watermark -- at and around every boundary."""
+    import json
+
+    from pyspark.sql import types as T
+
+    from eventtime import Sliding, Tumbling
+    from eventtime.config import EngineConfig
+    from eventtime.spark.transforms import engine_spec, output_schema
+    from eventtime.trigger import is_expired
+
+    size, slide, offset, lateness = params
+    window = Tumbling(size, offset=offset) if slide == size else Sliding(size, slide, offset=offset)
+    config = EngineConfig(window, allowed_lateness_ms=lateness)
+    record = T.StructType([T.StructField("key", T.StringType())])
+    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(
+        engine_spec(window, config, record, output_schema([record["key"]], []), ["key"], (), bounded=False)))
+    for ts in timestamps:
+        for t in (ts, ts - 1, ts + 1, window.slice_start(ts), window.slice_start(ts) - 1):
+            windows = window.assign(t)
+            assert spec.sliceOf(t) == window.slice_start(t)
+            assert spec.firstWindowOf(t) == sorted(w.start_ms for w in windows)[0]
+            assert spec.maxTs(windows[0].start_ms) == windows[0].max_timestamp_ms
+            for w in (watermark, *(x.max_timestamp_ms + lateness + d for x in windows for d in (-1, 0))):
+                assert spec.isLive(t, w) == any(not is_expired(x, w, lateness) for x in windows), (t, w)
+        start = window.slice_start(ts)
+        assert list(spec.windowsOfSlice(start)) == sorted(w.start_ms for w in window.windows_of_slice(start))
+        assert list(spec.windowsOfSlice(start)) == sorted(w.start_ms for w in window.assign(start + window.slice_ms - 1))

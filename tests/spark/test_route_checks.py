@@ -104,24 +104,3 @@ def test_a_sink_path_that_cannot_be_written_is_refused_when_the_sink_is_made(tmp
         getattr(sinks, sink)(str(a_file / "late"), pipeline="p")
     getattr(sinks, sink)(str(tmp_path / "new" / "table"), pipeline="p")  # a path to create is fine
     getattr(sinks, sink)("s3://bucket/table", pipeline="p")  # remote: checked by the store at write time
-
-
-def test_a_run_prints_no_warning_noise(tmp_path):
-    """Every run printed Spark's log4j start-up lines and PySpark's pandas FutureWarning from
-    the driver and every worker; what is left is the JVM's own two start-up lines."""
-    import subprocess
-    import sys
-
-    script = tmp_path / "job.py"
-    script.write_text(
-        "import eventtime\n"
-        "spark = eventtime.local_session()\n"
-        "df = spark.createDataFrame([('a', 1700000040000)], 'k string, ts bigint')\n"
-        "out = df.transform(eventtime.with_event_time('ts', unit='ms', max_future='3650 days')).transform(\n"
-        "    eventtime.window_aggregate(keys=['k'], window=eventtime.Tumbling('1 minute')))\n"
-        "print(eventtime.route(out, panes=lambda *a: None).start(end_of_input=True).panes)\n"
-    )
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip() == "1"
-    assert "FutureWarning" not in done.stderr and "log4j" not in done.stderr and "WARN " not in done.stderr, done.stderr

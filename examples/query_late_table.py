@@ -19,7 +19,7 @@ import sys
 
 import pyarrow as pa
 
-from eventtime.late import read_late, read_late_pandas, summarize
+from eventtime.query.late import read_late, read_late_pandas, summarize
 from eventtime.sinks import DeltaLateSink
 
 UTC = dt.timezone.utc

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventtime import EngineConfig, ReferenceEngine, aggregate, count
-from eventtime.scenario import normalise_output, parse_scenario, run_reference
-from eventtime.trigger import DISCARDING, FINAL, ON_TIME, is_expired
+from eventtime.core.scenario import normalise_output, parse_scenario, run_reference
+from eventtime.core.trigger import DISCARDING, FINAL, ON_TIME, is_expired
 
 from .strategies import flushed, scenarios
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 import abc
 import dataclasses
 import datetime as _dt
-import json
 import logging
 import numbers
 import os
@@ -44,7 +43,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 
 import pyarrow as pa
 
-from .._json import key_json
+from ..core._json import key_json
 import pyarrow.compute as pc
 
 __all__ = [

@@ -6,7 +6,7 @@
 ...                                                   allowed_lateness="10 minutes"))  # doctest: +SKIP
 >>> query = eventtime.route(out, panes=write_results, late=write_late).start(checkpoint="/chk")  # doctest: +SKIP
 
-Plan of one query (``eventtime.spark.transforms``; the operator is Java, ``eventtime/jvm/src``)::
+Plan of one query (``eventtime.spark.aggregate`` and ``.router``; the operator is Java, ``eventtime/jvm/src``)::
 
     source (+ end-of-input control stream) -> with_event_time (Spark SQL: parse + classify,
            __et_wm timestamp, withWatermark)
@@ -48,6 +48,7 @@ from .errors import QueryFailedError, describe_failure
 from .extract import with_event_time
 from .jvm import engine_jar
 from .session import local_session
-from .transforms import Router, route, window_aggregate
+from .aggregate import window_aggregate
+from .router import Router, route
 
 __all__ = ["with_event_time", "window_aggregate", "route", "Router", "local_session", "engine_jar", "describe_failure", "QueryFailedError"]

@@ -1,6 +1,6 @@
 """``with_event_time``: parse and classify the event time in Spark SQL, define the watermark.
 
-The rules are those of :mod:`eventtime.timestamps` (``parse_timestamp`` + ``classify``),
+The rules are those of :mod:`eventtime.core.timestamps` (``parse_timestamp`` + ``classify``),
 written as Spark column expressions (no Python UDF), so that the quarantine costs no
 Python round trip. Known differences from the Python rules (tested cases agree, see
 tests/spark/test_spark_engine.py::test_spark_classification_equals_python):
@@ -43,9 +43,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .._duration import event_zone, to_instant_ms
-from ..trigger import END_OF_INPUT_MS
-from ..timestamps import (
+from ..core._duration import event_zone, to_instant_ms
+from ..core.trigger import END_OF_INPUT_MS
+from ..core.timestamps import (
     BEFORE_MIN_VALID,
     DEFAULT_MAX_FUTURE_MS,
     DEFAULT_MIN_VALID_MS,

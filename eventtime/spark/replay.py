@@ -20,9 +20,10 @@ import uuid
 from datetime import datetime
 from typing import Any, Optional, Union
 
-from ..scenario import Scenario, parse_scenario
+from ..core.scenario import Scenario, parse_scenario
 from .extract import with_event_time
-from .transforms import route, timestamp_ms, window_aggregate
+from .aggregate import timestamp_ms, window_aggregate
+from .router import route
 
 __all__ = ["run_scenario", "ReplayRunner", "wait_for_file"]
 

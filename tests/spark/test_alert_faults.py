@@ -12,7 +12,7 @@ from sentry_receiver import SentryReceiver, closed_port
 from test_spark_engine import _drain, _write
 
 import eventtime
-from eventtime.alerts import Alerter
+from eventtime.ops.alerts import Alerter
 
 pytestmark = pytest.mark.spark
 
@@ -58,7 +58,7 @@ def test_unreachable_or_slow_sentry_costs_a_bounded_delay_and_loses_nothing(spar
     router = eventtime.route(out, late=lambda table, batch_id, qid: written.append(table), alerter=alerter, pipeline="faulty")
     query = router.start(checkpoint=str(tmp_path / "chk"))
     try:
-        with caplog.at_level(logging.WARNING, logger="eventtime.alerts"):
+        with caplog.at_level(logging.WARNING, logger="eventtime.ops.alerts"):
             for i, rows in enumerate(_batches()):
                 _write(str(source), f"{i:03d}.json", rows)
                 _drain(query, i)

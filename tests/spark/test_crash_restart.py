@@ -3,7 +3,7 @@
 A killed run is ``python -m eventtime demo`` in its own process group (the Spark JVM
 included), on a small deterministic stream, killed either by the test (SIGKILL to the group
 at a seeded random moment after a seeded random batch started) or by the process itself at
-one of the fault points of :mod:`eventtime.faults`. The same command then resumes from the
+one of the fault points of :mod:`eventtime.ops.faults`. The same command then resumes from the
 checkpoint. The runs that need no process of their own (the uninterrupted baseline, every
 resume, the refused starts) run in one warm worker process (``demo_worker.py``): the same
 command on its own directory, without paying a JVM start each. The results and late-data
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from eventtime.faults import FAULT_ENV
+from eventtime.ops.faults import FAULT_ENV
 
 pytestmark = pytest.mark.spark
 

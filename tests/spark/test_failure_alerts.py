@@ -10,7 +10,7 @@ from sentry_receiver import SentryReceiver
 from test_spark_engine import _write
 
 import eventtime
-from eventtime.alerts import Alerter
+from eventtime.ops.alerts import Alerter
 
 pytestmark = pytest.mark.spark
 T0 = 1_700_000_040_000

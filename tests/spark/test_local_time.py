@@ -7,9 +7,9 @@ import datetime as dt
 import pytest
 
 import eventtime
-from eventtime.scenario import diff_outputs, parse_scenario, run_reference
+from eventtime.core.scenario import diff_outputs, parse_scenario, run_reference
 from eventtime.spark.replay import run_scenario
-from eventtime.timestamps import parse_timestamp
+from eventtime.core.timestamps import parse_timestamp
 
 pytestmark = pytest.mark.spark
 

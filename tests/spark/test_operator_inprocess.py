@@ -18,7 +18,7 @@ from jvm_harness import JvmReplay, run_jvm
 from transcripts import load_transcript, transcript_paths
 
 from eventtime import ReferenceEngine, count, first, last, max, mean, min, sum
-from eventtime.scenario import diff_outputs, parse_scenario, render_batch, run_reference
+from eventtime.core.scenario import diff_outputs, parse_scenario, render_batch, run_reference
 from property_tests.strategies import flushed, scenarios
 
 pytestmark = pytest.mark.spark
@@ -119,9 +119,9 @@ def test_jvm_window_arithmetic_is_the_python_rules(spark, params, timestamps, wa
     from pyspark.sql import types as T
 
     from eventtime import Sliding, Tumbling
-    from eventtime.config import EngineConfig
-    from eventtime.spark.transforms import engine_spec, output_schema
-    from eventtime.trigger import is_expired
+    from eventtime.core.config import EngineConfig
+    from eventtime.spark.aggregate import engine_spec, output_schema
+    from eventtime.core.trigger import is_expired
 
     size, slide, offset, lateness = params
     window = Tumbling(size, offset=offset) if slide == size else Sliding(size, slide, offset=offset)

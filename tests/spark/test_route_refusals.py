@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import eventtime
-from eventtime.alerts import Alerter
+from eventtime.ops.alerts import Alerter
 from eventtime.sinks import DeltaLateSink, DeltaResultsSink
 
 pytestmark = pytest.mark.spark
@@ -41,7 +41,7 @@ def test_an_alerter_class_or_an_on_batch_of_the_wrong_shape_is_refused(out):
     """Alerter.on_batch exists on the class too: route(alerter=Alerter) failed (logged) at every batch."""
     sink = lambda *a: None  # noqa: E731
     with pytest.raises(TypeError, match=r"^route: alerter must have on_batch\(batch_id, records, stats\): an object "
-                                        r"such as eventtime\.Alerter\(pipeline=\.\.\.\), got <class 'eventtime\.alerts\.Alerter'>$"):
+                                        r"such as eventtime\.Alerter\(pipeline=\.\.\.\), got <class 'eventtime\.ops\.alerts\.Alerter'>$"):
         eventtime.route(out, panes=sink, alerter=Alerter)
 
     class Counting:

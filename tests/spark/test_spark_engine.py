@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from transcripts import load_transcript, transcript_paths
 
 import eventtime
-from eventtime.scenario import diff_outputs, parse_scenario, run_reference
+from eventtime.core.scenario import diff_outputs, parse_scenario, run_reference
 from eventtime.spark.replay import run_scenario
-from eventtime.timestamps import extract
+from eventtime.core.timestamps import extract
 from property_tests.strategies import scenarios
 
 pytestmark = pytest.mark.spark
@@ -239,7 +239,7 @@ def test_local_cluster(tmp_path):
 
 
 def test_restart_with_an_incompatible_window_is_refused_naming_it(spark, tmp_path):
-    from eventtime.compat import IncompatibleRestartError
+    from eventtime.ops.compat import IncompatibleRestartError
 
     source, checkpoint = tmp_path / "in", str(tmp_path / "chk")
     source.mkdir()

@@ -14,9 +14,9 @@ import datetime as dt
 import pytest
 
 import eventtime
-from eventtime.scenario import ScenarioError
+from eventtime.core.scenario import ScenarioError
 from eventtime.spark.replay import run_scenario
-from eventtime.timestamps import parse_timestamp
+from eventtime.core.timestamps import parse_timestamp
 
 pytestmark = pytest.mark.spark
 

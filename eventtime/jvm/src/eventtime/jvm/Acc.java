@@ -9,7 +9,7 @@ import java.math.MathContext;
 import java.nio.charset.StandardCharsets;
 
 /**
- * The accumulator of one aggregation (eventtime/aggregations.py, exactly): count; sum and
+ * The accumulator of one aggregation (eventtime/core/aggregations.py, exactly): count; sum and
  * mean (integers exact in 128 bits, decimals exact, floats in record order); min / max;
  * first / last by (event time, value). Nulls and NaN are ignored by all but count.
  */

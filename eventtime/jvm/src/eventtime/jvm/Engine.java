@@ -11,7 +11,7 @@ import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 
-/** Entry point called from Python (eventtime/spark/engine.py) through py4j. */
+/** Entry point called from Python (eventtime/spark/aggregate.py) through py4j. */
 public final class Engine {
   private Engine() {}
 

@@ -10,7 +10,7 @@ import org.apache.spark.sql.types.StructType;
 
 /**
  * Everything the JVM engine needs, parsed from the JSON the Python adapter writes
- * (eventtime/spark/engine.py). Window arithmetic follows eventtime/window.py exactly:
+ * (eventtime/spark/aggregate.py). Window arithmetic follows eventtime/core/window.py exactly:
  * windows start at offset + k * slide and are half-open [start, start + size).
  */
 public final class Spec implements Serializable {

@@ -1,0 +1,105 @@
+"""The ``eventtime`` command: ``replay``, ``demo`` and ``late`` (summary, show, plot, optimize)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Optional, Sequence
+
+from ..core.scenario import ScenarioError, load_scenario, run_reference
+
+
+def _replay(args: argparse.Namespace) -> int:
+    try:
+        scenario = load_scenario(args.scenario)
+    except FileNotFoundError:
+        print(f"eventtime replay: scenario file not found: {args.scenario}", file=sys.stderr)
+        return 2
+    except ScenarioError as exc:
+        print(f"eventtime replay: {exc}", file=sys.stderr)
+        return 2
+    if args.engine == "reference":
+        output = run_reference(scenario)
+    else:
+        from ..spark.replay import run_scenario
+
+        output = run_scenario(scenario)
+    json.dump(output, sys.stdout, indent=2 if args.pretty else None)
+    sys.stdout.write("\n")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from ..ops.compat import IncompatibleRestartError
+    from .demo import DemoError, run_demo
+
+    try:
+        report = run_demo(args.output, seed=args.seed, rows=args.rows, batches=args.batches, fresh_start=args.fresh_start)
+        code = 0 if report.holds else 1
+    except (DemoError, IncompatibleRestartError, ValueError, TypeError) as exc:
+        print(f"eventtime demo: {exc}", file=sys.stderr)
+        code = 2
+    if args.hard_exit:
+        # The demo read Delta tables with deltalake: leave without running the interpreter's
+        # exit hooks, which can abort (exit 134, see cli_late), after stopping Spark cleanly.
+        from pyspark.sql import SparkSession
+
+        from .late import _flush_and_exit
+
+        session = SparkSession.getActiveSession()
+        if session is not None:
+            session.stop()
+        _flush_and_exit(code)
+    return code
+
+
+def _positive(name: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a whole number, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {value}")
+        return value
+
+    return parse
+
+
+def build_parser(hard_exit: bool = True) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="eventtime",
+        description="Event-time windowing with allowed lateness and a late-data side output for PySpark.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    replay = sub.add_parser("replay", help="run a scenario file through an engine and print the panes as JSON")
+    replay.add_argument("scenario", help="scenario JSON file (see README, 'replay')")
+    replay.add_argument("--engine", choices=("reference", "spark"), default="reference", help="default: reference")
+    replay.add_argument("--pretty", action="store_true", help="indent the JSON output")
+    replay.set_defaults(func=_replay)
+
+    demo = sub.add_parser("demo", help="run the whole pipeline on a generated stream (local Spark, Delta tables)")
+    demo.add_argument("--output", default="demo-output", help="directory for input, checkpoint and tables (default: demo-output)")
+    demo.add_argument("--seed", type=int, default=7, help="seed of the generated stream (default: 7)")
+    demo.add_argument("--rows", type=_positive("--rows"), default=40_000, help="data rows (default: 40000)")
+    demo.add_argument("--batches", type=_positive("--batches"), default=20, help="micro-batches (default: 20)")
+    demo.add_argument("--fresh-start", action="store_true",
+                      help="discard the checkpoint and tables of an earlier run in --output and start over")
+    demo.set_defaults(func=_demo, hard_exit=hard_exit)
+
+    from .late import register as register_late
+
+    register_late(sub, hard_exit=hard_exit)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None, hard_exit: bool = True) -> int:
+    """Run the command line; ``hard_exit=False`` keeps ``late`` commands from calling ``os._exit``."""
+    args = build_parser(hard_exit=hard_exit).parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,275 @@
+"""``eventtime demo``: the whole pipeline on a generated stream, with nothing to set up.
+
+It writes a deterministic stream into ``DIR/input`` (one file per micro-batch), runs one
+streaming query in local Spark — timestamp quarantine, 1-minute windows per user with
+3 minutes of allowed lateness — into ``DIR/results`` and ``DIR/late`` (Delta tables), with
+its checkpoint in ``DIR/checkpoint``, shows progress per micro-batch, and ends with a
+summary, the conservation check and a plot of the late data. Running it again on the same
+``DIR`` resumes from the checkpoint; once finished it is a no-op that prints the summary.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import asdict
+from typing import Callable, Optional, TextIO
+
+from ..core.config import EngineConfig
+from ..core.conservation import ConservationReport, conservation
+from .demo_data import DEMO_SCHEMA_DDL, DemoStream, write_stream
+from ..core.window import Tumbling
+
+__all__ = ["run_demo", "DemoError", "demo_pipeline"]
+
+log = logging.getLogger(__name__)
+
+PIPELINE = "demo"
+KEYS = ["user_id"]
+MANIFEST = "demo-input.json"
+
+
+class DemoError(RuntimeError):
+    """The demo cannot run on this output directory (the message says why)."""
+
+
+def _aggregations():
+    from ..core import aggregations as agg
+
+    return (agg.count(), agg.sum("amount", name="amount"), agg.max("amount", name="max_amount"))
+
+
+def _config(stream: DemoStream) -> EngineConfig:
+    return EngineConfig(
+        Tumbling(stream.window_ms),
+        _aggregations(),
+        max_out_of_orderness_ms=stream.max_out_of_orderness_ms,
+        allowed_lateness_ms=stream.allowed_lateness_ms,
+        min_valid_ms="2000-01-01",
+        max_future_ms="1 day",
+    )
+
+
+def _prepare_input(stream: DemoStream, directory: str) -> int:
+    """Write the input once; refuse a directory made with other parameters. Returns data rows."""
+    input_dir = os.path.join(directory, "input")
+    manifest_path = os.path.join(directory, MANIFEST)
+    wanted = {"seed": stream.seed, "rows": stream.rows, "batches": stream.batches}
+    if os.path.exists(manifest_path):
+        with open(manifest_path, encoding="utf-8") as handle:
+            manifest = json.load(handle)
+        if manifest["stream"] != wanted:
+            raise DemoError(
+                f"--output {directory!r} holds a demo run with {manifest['stream']}, not {wanted}; "
+                "use another --output directory (or the same --seed/--rows)"
+            )
+        return int(manifest["data_rows"])
+    paths = write_stream(stream, input_dir)
+    data_rows = 0
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            data_rows += sum(1 for line in handle if not json.loads(line)["heartbeat"])
+    tmp = manifest_path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump({"stream": wanted, "files": len(paths), "data_rows": data_rows}, handle)
+    os.replace(tmp, manifest_path)
+    return data_rows
+
+
+def demo_pipeline(spark, stream: DemoStream, directory: str, alerter=None):
+    """Build the demo's streaming query (not started): source → quarantine → windows → router."""
+    from ..sinks import DeltaLateSink, DeltaResultsSink
+    from ..spark import route, window_aggregate, with_event_time
+
+    config = _config(stream)
+    events = (
+        spark.readStream.schema(DEMO_SCHEMA_DDL)
+        .option("maxFilesPerTrigger", 1)
+        .json(os.path.join(directory, "input"))
+        .transform(
+            with_event_time(
+                "ts",
+                unit="ms",
+                max_out_of_orderness=config.max_out_of_orderness_ms,
+                min_valid=config.min_valid_ms,
+                max_future=config.max_future_ms,
+            )
+        )
+    )
+    out = events.transform(
+        window_aggregate(
+            keys=KEYS,
+            window=config.window,
+            allowed_lateness=config.allowed_lateness_ms,
+            aggregations=config.aggregations,
+            accumulation=config.accumulation,
+            emit=config.emit,
+            partition_col="partition",
+            offset_col="offset",
+            heartbeat_col="heartbeat",
+        )
+    )
+    return route(
+        out,
+        panes=DeltaResultsSink(os.path.join(directory, "results"), pipeline=PIPELINE),
+        late=DeltaLateSink(os.path.join(directory, "late"), pipeline=PIPELINE),
+        alerter=alerter,
+        pipeline=PIPELINE,
+    )
+
+
+def _run_query(router, checkpoint: str, files: int, say: Callable[[str], None], timeout_s: float) -> int:
+    """Run until every input file is processed and the no-data batch after the last has run."""
+    from ..spark.replay import file_source_offset
+
+    query = router.start(checkpoint=checkpoint)
+    started = time.monotonic()
+    printed: set = set()
+    last_file = files - 1
+    batches = 0
+    try:
+        while True:
+            if query.exception() is not None:
+                from ..spark.errors import describe_failure
+
+                failure = describe_failure(query.exception())
+                raise DemoError(f"the streaming query failed: {failure}") from failure
+            for progress in query.recentProgress:
+                batch_id = progress["batchId"]
+                if batch_id in printed:
+                    continue
+                printed.add(batch_id)
+                batches += 1
+                metrics = progress["observedMetrics"].get(f"eventtime_{PIPELINE}") if progress["observedMetrics"] else None
+                metrics = metrics.asDict() if metrics is not None else {}
+                file_no = file_source_offset(progress) + 1
+                say(
+                    f"  batch {batch_id:>3}  file {min(file_no, files):>3}/{files}  rows {progress['numInputRows']:>6}  "
+                    f"panes {metrics.get('panes', 0):>5}  late {metrics.get('late', 0):>4}  "
+                    f"invalid {metrics.get('invalid', 0):>3}  watermark {progress['eventTime'].get('watermark', '-') if progress['eventTime'] else '-'}  "
+                    f"({progress['batchDuration'] / 1000:.1f} s)"
+                )
+            progress = query.lastProgress
+            offset = file_source_offset(progress)
+            status = query.status
+            idle = not status["isDataAvailable"] and not status["isTriggerActive"]
+            if (offset >= last_file or (progress is None and idle and time.monotonic() - started > 5)) and idle:
+                # The last file's watermark is applied by the no-data batch Spark runs after it.
+                query.processAllAvailable()
+                if not query.status["isTriggerActive"]:
+                    break
+            if time.monotonic() - started > timeout_s:
+                raise DemoError(f"the demo did not finish within {timeout_s:.0f} s")
+            time.sleep(0.5)
+    finally:
+        query.stop()
+    return batches
+
+
+def _read_delta(path: str):
+    from deltalake import DeltaTable
+
+    from ..sinks import snapshot_dataset
+
+    if not os.path.exists(os.path.join(path, "_delta_log")):
+        return None
+    return snapshot_dataset(DeltaTable(path)).to_table().to_pandas()
+
+
+def run_demo(
+    output: str = "demo-output",
+    seed: int = 7,
+    rows: int = 40_000,
+    batches: int = 20,
+    sentry_dsn: Optional[str] = None,
+    out: TextIO = sys.stdout,
+    timeout_s: float = 900.0,
+    fresh_start: bool = False,
+) -> ConservationReport:
+    """Run the demo into ``output``; returns the conservation report (it must hold).
+
+    ``fresh_start`` discards the checkpoint and both tables of an earlier run in ``output``
+    first (the generated input is kept); without it a run whose checkpoint is gone but whose
+    tables remain is refused (:class:`~eventtime.ops.compat.CheckpointMissingError`).
+    """
+    import shutil
+
+    import pandas as pd
+
+    from ..ops.alerts import Alerter
+    from .late import main as late_main
+    from ..ops.compat import CheckpointMissingError
+    from ..spark import local_session
+
+    def say(line: str) -> None:
+        out.write(line + "\n")
+        out.flush()
+
+    stream = DemoStream(seed=seed, rows=rows, batches=batches)
+    output = os.path.abspath(output)
+    os.makedirs(output, exist_ok=True)
+    say(f"eventtime demo: {stream.rows} rows in {stream.batches} micro-batches, seed {seed}, output {output}")
+    data_rows = _prepare_input(stream, output)
+    checkpoint = os.path.join(output, "checkpoint")
+    if fresh_start:
+        for name in ("checkpoint", "results", "late", "late.png"):
+            path = os.path.join(output, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            elif os.path.exists(path):
+                os.remove(path)
+        say("  fresh start: discarded the checkpoint and tables of the previous run")
+    resumed = os.path.exists(os.path.join(checkpoint, "metadata"))
+    alerter = Alerter(dsn=sentry_dsn, pipeline=PIPELINE, environment="demo", late_threshold_share=0.01,
+                      partition_lag_ms=stream.max_out_of_orderness_ms)
+    say(
+        "  window 1 minute per user_id, allowed lateness 3 minutes, max out-of-orderness 10 s; "
+        f"alerts to {'Sentry' if alerter.enabled else 'the log'}"
+    )
+    say(f"  {'resuming from' if resumed else 'checkpoint'} {checkpoint}")
+    spark = local_session(app_name="eventtime-demo")
+    router = demo_pipeline(spark, stream, output, alerter=alerter)
+    files = len([f for f in os.listdir(os.path.join(output, "input")) if f.endswith(".json")])
+    started = time.monotonic()
+    try:
+        ran = _run_query(router, checkpoint, files, say, timeout_s)
+    except CheckpointMissingError as exc:
+        raise DemoError(f"{exc} (demo: add --fresh-start to discard the old tables and start over)") from exc
+    except Exception as exc:
+        from ..spark.errors import QueryFailedError
+
+        failure = exc.__cause__ if isinstance(exc, DemoError) and exc.__cause__ else exc
+        # route sends pipeline_failed itself when its query fails: one event per failure
+        reported = isinstance(failure, QueryFailedError) and router.wait_failure_reported(alerter.send_timeout_s + 10)
+        if not reported:
+            alerter.on_failure(failure, checkpoint=checkpoint)
+        raise
+    finally:
+        alerter.close()
+    say(f"  {ran} micro-batch(es) run in {time.monotonic() - started:.1f} s" + ("" if ran else " (already complete)"))
+
+    panes = _read_delta(os.path.join(output, "results"))
+    late = _read_delta(os.path.join(output, "late"))
+    panes = panes if panes is not None else pd.DataFrame(columns=["user_id", "window_start", "pane_index", "pane_timing", "count"])
+    late = late if late is not None else pd.DataFrame(columns=["kind", "reason", "payload"])
+    say("\nsummary")
+    say(f"  panes by timing: {dict(sorted(panes['pane_timing'].value_counts().items()))}")
+    for kind in ("late", "invalid"):
+        reasons = late.loc[late["kind"] == kind, "reason"].value_counts()
+        say(f"  {kind} records by reason: {dict(sorted(reasons.items()))}")
+    config = _config(stream)
+    report = conservation(data_rows, panes, late, KEYS, config.window, config.accumulation, config.emit)
+    say(f"  {report.describe()}")
+    late_path = os.path.join(output, "late")
+    if os.path.exists(os.path.join(late_path, "_delta_log")):
+        say("")
+        late_main(["late", "summary", "--table", late_path], hard_exit=False)
+        plot = os.path.join(output, "late.png")
+        late_main(["late", "plot", "--table", late_path, "--output", plot], hard_exit=False)
+    say(f"\nresults table: {os.path.join(output, 'results')}\nlate-data table: {late_path}")
+    say(f"query them: eventtime late show --table {late_path} --reason too_late --limit 10")
+    log.debug("demo report %s", asdict(report))
+    return report

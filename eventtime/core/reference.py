@@ -1,0 +1,185 @@
+"""The reference model: a plain, obviously-correct driver of docs/semantics.md.
+
+No Spark import. It keeps one state per (key, window) and applies the four steps of a
+micro-batch literally; the Spark engine is held to its output by the transcript and
+property tests.
+
+>>> from eventtime import EngineConfig, Tumbling
+>>> engine = ReferenceEngine(EngineConfig(Tumbling(3000), min_valid_ms=1))
+>>> result = engine.process_batch([Record("k", 1000), Record(None, 2999, heartbeat=True)], now_ms=10_000)
+>>> [(p.window, p.timing, p.values["count"]) for p in result.panes]
+[(Window(start_ms=0, end_ms=3000), 'ON_TIME', 1)]
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Optional
+
+from ._duration import event_zone
+from .config import EngineConfig
+from .timestamps import TOO_LATE, extract
+from .trigger import DISCARDING, END_OF_INPUT_MS, FINAL, FINAL_ONLY, LATE, ON_TIME, is_due, is_expired, next_watermark
+from .window import Window
+
+__all__ = ["Record", "Pane", "LateRecord", "InvalidRecord", "BatchResult", "ReferenceEngine"]
+
+
+@dataclass(frozen=True)
+class Record:
+    """One input row: its key, its raw event time and the columns the aggregations read."""
+
+    key: Any
+    ts: Any
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    heartbeat: bool = False
+    partition: Any = None
+
+
+@dataclass(frozen=True)
+class Pane:
+    key: Any
+    window: Window
+    timing: str
+    index: int
+    is_final: bool
+    values: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class LateRecord:
+    record: Record
+    ts_ms: int
+    reason: str
+    watermark_ms: Optional[int]
+    windows: tuple[Window, ...]
+
+
+@dataclass(frozen=True)
+class InvalidRecord:
+    record: Record
+    reason: str
+
+
+@dataclass
+class BatchResult:
+    watermark_ms: Optional[int]
+    panes: list[Pane] = field(default_factory=list)
+    late: list[LateRecord] = field(default_factory=list)
+    invalid: list[InvalidRecord] = field(default_factory=list)
+
+
+@dataclass
+class _WindowState:
+    everything: list
+    since_last_pane: list
+    fired: bool = False
+    next_index: int = 0
+
+
+class ReferenceEngine:
+    """Applies docs/semantics.md one micro-batch at a time."""
+
+    def __init__(
+        self, config: EngineConfig, unit: Optional[str] = None, fmt: Optional[str] = None, tz: Optional[str] = None
+    ) -> None:
+        """``unit``, ``fmt`` and ``tz`` are the timestamp extraction settings of
+        :func:`eventtime.core.timestamps.parse_timestamp` (``with_event_time`` on Spark)."""
+        if not isinstance(config, EngineConfig):
+            raise TypeError(f"config must be an EngineConfig, got {type(config).__name__}")
+        event_zone(tz)  # a bad zone fails here, naming "tz"
+        self.config = config
+        self._unit = unit
+        self._fmt = fmt
+        self._tz = tz
+        self.watermark_ms: Optional[int] = None
+        self._state: dict[tuple[Any, Window], _WindowState] = {}
+
+    def state_windows(self) -> set[tuple[Any, Window]]:
+        """The (key, window) pairs that hold state now."""
+        return set(self._state)
+
+    def _pane(self, key: Any, window: Window, st: _WindowState, timing: str, is_final: bool) -> Pane:
+        accs = st.since_last_pane if self.config.accumulation == DISCARDING and timing != FINAL else st.everything
+        values = {agg.name: agg.result(acc) for agg, acc in zip(self.config.aggregations, accs)}
+        pane = Pane(key, window, timing, st.next_index, is_final, values)
+        st.next_index += 1
+        st.fired = True
+        st.since_last_pane = [agg.create() for agg in self.config.aggregations]
+        return pane
+
+    def process_batch(self, records: Iterable[Record], now_ms: Optional[int] = None) -> BatchResult:
+        cfg = self.config
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        watermark = self.watermark_ms
+        result = BatchResult(watermark_ms=None)
+        max_seen: Optional[int] = None
+        touched: dict[tuple[Any, Window], None] = {}
+
+        # Steps 1 and 2: classify, then add every valid record to its live windows.
+        for record in records:
+            ts_ms, reason = extract(record.ts, now_ms, cfg.min_valid_ms, cfg.max_future_ms, self._unit, self._fmt, self._tz)
+            if reason is not None:
+                result.invalid.append(InvalidRecord(record, reason))
+                continue
+            max_seen = ts_ms if max_seen is None else max(max_seen, ts_ms)
+            if record.heartbeat:
+                continue
+            windows = cfg.window.assign(ts_ms)
+            live = [w for w in windows if not is_expired(w, watermark, cfg.allowed_lateness_ms)]
+            if not live:
+                result.late.append(LateRecord(record, ts_ms, TOO_LATE, watermark, tuple(windows)))
+                continue
+            for window in live:
+                st = self._state.get((record.key, window))
+                if st is None:
+                    st = _WindowState(
+                        [agg.create() for agg in cfg.aggregations], [agg.create() for agg in cfg.aggregations]
+                    )
+                    self._state[(record.key, window)] = st
+                for i, agg in enumerate(cfg.aggregations):
+                    value = record.fields.get(agg.column) if agg.column is not None else None
+                    st.everything[i] = agg.add(st.everything[i], value, ts_ms)
+                    st.since_last_pane[i] = agg.add(st.since_last_pane[i], value, ts_ms)
+                touched[(record.key, window)] = None
+
+        if cfg.emit != FINAL_ONLY:
+            for key, window in touched:
+                st = self._state[(key, window)]
+                if st.fired or is_due(window, watermark):
+                    result.panes.append(self._pane(key, window, st, LATE, is_final=False))
+
+        # Step 3: advance the watermark, fire what is due, purge what expired.
+        self._advance(next_watermark(watermark, max_seen, cfg.max_out_of_orderness_ms), result)
+        return result
+
+    def end_of_input(self) -> BatchResult:
+        """The input is bounded and has ended: the watermark jumps to ``END_OF_INPUT_MS``.
+
+        Every window still held fires (ON_TIME with ``is_final``, or FINAL) and is purged,
+        as Flink does at the end of a bounded stream (docs/semantics.md, "End of input").
+
+        >>> from eventtime import EngineConfig, Tumbling
+        >>> engine = ReferenceEngine(EngineConfig(Tumbling(3000), min_valid_ms=1))
+        >>> _ = engine.process_batch([Record("k", 1000)], now_ms=10_000)
+        >>> [(p.timing, p.is_final) for p in engine.end_of_input().panes], engine.state_windows()
+        ([('ON_TIME', True)], set())
+        """
+        result = BatchResult(watermark_ms=None)
+        self._advance(END_OF_INPUT_MS, result)
+        return result
+
+    def _advance(self, new_watermark: Optional[int], result: BatchResult) -> None:
+        """Steps 3 and 4: move the watermark, fire what is due, purge what expired."""
+        cfg = self.config
+        for (key, window), st in sorted(self._state.items(), key=lambda item: item[0][1]):
+            expired = is_expired(window, new_watermark, cfg.allowed_lateness_ms)
+            if cfg.emit == FINAL_ONLY:
+                if expired:
+                    result.panes.append(self._pane(key, window, st, FINAL, is_final=True))
+            elif not st.fired and is_due(window, new_watermark):
+                result.panes.append(self._pane(key, window, st, ON_TIME, is_final=expired))
+            if expired:
+                del self._state[(key, window)]
+        self.watermark_ms = result.watermark_ms = new_watermark

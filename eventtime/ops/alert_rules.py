@@ -1,0 +1,197 @@
+"""The alert rules: which records, partitions and failures make an alert, and its text.
+
+Pure functions over one batch's record table (pyarrow) and statistics; :class:`~eventtime.ops.alerts.Alerter`
+applies the thresholds' outcome through the cooldown (cooldown.py) to the Sentry client
+(sentry.py). Each returns the event's ``data`` (Sentry context ``eventtime``) and message.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..core.timestamps import MALFORMED_RECORD, TOO_LATE
+from .monitor import BatchStats, PartitionFinding
+
+__all__ = ["failure_class", "record_alert", "skew_alert", "failure_alert", "record_groups"]
+
+SAMPLE_FIELDS = (
+    "kind", "reason", "key", "event_time", "raw_timestamp", "watermark", "lateness_ms",
+    "window_start", "window_end", "partition", "offset", "payload",
+)
+PAYLOAD_MAX_CHARS = 512
+RAW_LINE_MAX_CHARS = 200
+
+
+def failure_class(error: BaseException | str) -> tuple[str, str]:
+    """(innermost error class, one-line summary) of a failure.
+
+    A query's failure (a ``QueryFailedError``, PySpark's ``StreamingQueryException`` or the
+    listener's text) is reduced by :func:`eventtime.spark.describe_failure` to the Spark error
+    class or the Python exception raised in a sink; any other exception is its own type.
+    """
+    error_class = getattr(error, "error_class", None)
+    if isinstance(error_class, str) and error_class:
+        return error_class, str(error)
+    from_spark = isinstance(error, str) or type(error).__module__.split(".")[0] in ("pyspark", "py4j")
+    if from_spark:
+        try:
+            from eventtime.spark.errors import describe_failure
+        except ImportError:  # pragma: no cover - Spark not installed
+            describe_failure = None
+        if describe_failure is not None:
+            described = describe_failure(error)
+            if described.error_class:
+                return described.error_class, str(described)
+    name = "error" if isinstance(error, str) else type(error).__name__
+    return name, str(error)
+
+
+def _json_value(v: Any) -> Any:
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    if isinstance(v, (bytes, bytearray)):
+        return v.decode("utf-8", "replace")
+    return v
+
+
+def record_groups(records: Any) -> list[tuple[str, str, Any]]:
+    """The batch's records grouped as ``(kind, reason, rows)``: ``late`` then ``invalid``,
+    reasons in order. A table without ``kind`` (older callers) is split by ``too_late``."""
+    import pyarrow.compute as pc
+
+    groups: list[tuple[str, str, Any]] = []
+    if records is None or not records.num_rows or "reason" not in records.column_names:
+        return groups
+    kinds = records.column("kind") if "kind" in records.column_names else None
+    for kind in ("late", "invalid"):
+        if kinds is not None:
+            sub = records.filter(pc.equal(kinds, kind))
+        else:
+            mask = pc.equal(records.column("reason"), TOO_LATE)
+            sub = records.filter(mask if kind == "late" else pc.invert(mask))
+        if sub.num_rows == 0:
+            continue
+        vc = pc.value_counts(sub.column("reason").combine_chunks())
+        for reason in sorted((str(v) for v in vc.field("values").to_pylist())):
+            groups.append((kind, reason, sub.filter(pc.equal(sub.column("reason"), reason))))
+    return groups
+
+
+def _samples(table: Any, max_samples: int) -> list[dict[str, Any]]:
+    cols = [c for c in SAMPLE_FIELDS if c in table.column_names]
+    out = []
+    for row in table.slice(0, max_samples).select(cols).to_pylist():
+        item = {k: _json_value(v) for k, v in row.items()}
+        if isinstance(item.get("payload"), str) and len(item["payload"]) > PAYLOAD_MAX_CHARS:
+            item["payload"] = item["payload"][:PAYLOAD_MAX_CHARS] + "..."
+        out.append(item)
+    return out
+
+
+def _raw_lines(group: Any, max_samples: int) -> list[str]:
+    """The source lines of malformed records (``payload._corrupt_record``), a few, shortened."""
+    lines: list[str] = []
+    if "payload" not in group.column_names:
+        return lines
+    for payload in group.column("payload").to_pylist():
+        try:
+            line = json.loads(payload).get("_corrupt_record") if payload else None
+        except (ValueError, AttributeError):
+            line = None
+        if isinstance(line, str) and line not in lines:
+            lines.append(line if len(line) <= RAW_LINE_MAX_CHARS else line[:RAW_LINE_MAX_CHARS] + "...")
+        if len(lines) >= max(max_samples, 1):
+            break
+    return lines
+
+
+def record_alert(pipeline: str, batch_id: int, kind: str, reason: str, group: Any, rows_in: int,
+                 threshold_count: int, threshold_share: float, max_samples: int) -> tuple[dict, str] | None:
+    """The alert of ``group`` (the batch's records of one kind and reason), or None below the
+    thresholds: at least ``threshold_count`` records and ``threshold_share`` of the rows in."""
+    import pyarrow.compute as pc
+
+    count = group.num_rows
+    denominator = max(rows_in, count)
+    share = count / denominator if denominator else 1.0
+    if count < threshold_count or share < threshold_share:
+        return None
+    partitions: list[str] = []
+    if "partition" in group.column_names:
+        partitions = sorted(str(p) for p in pc.unique(group.column("partition")).to_pylist() if p is not None)
+    data: dict[str, Any] = {
+        "pipeline": pipeline,
+        "batch_id": batch_id,
+        "kind": kind,
+        "reason": reason,
+        "count": count,
+        "rows_in": rows_in,
+        "share": round(share, 6),
+        "partitions": partitions,
+        "samples": _samples(group, max_samples),
+    }
+    if kind == "late":
+        max_lat = pc.max(group.column("lateness_ms")).as_py() if "lateness_ms" in group.column_names else None
+        data["max_lateness_ms"] = max_lat
+        message = (
+            f"[{pipeline}] {count} late record(s) in batch {batch_id}, too late for all their windows "
+            f"({share:.1%} of {rows_in} rows), max lateness {max_lat} ms, "
+            f"partitions {', '.join(partitions) or '-'}"
+        )
+        return data, message
+    raw: list[Any] = []
+    if "raw_timestamp" in group.column_names:
+        vc = pc.value_counts(group.column("raw_timestamp").combine_chunks())
+        pairs = sorted(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()),
+                       key=lambda p: (-p[1], str(p[0])))
+        raw = [{"raw_timestamp": v, "count": c} for v, c in pairs[: max(max_samples, 1)]]
+    if reason == MALFORMED_RECORD:
+        # Not a timestamp problem: the source could not parse the row at all.
+        lines = _raw_lines(group, max_samples)
+        data["raw_lines"] = lines
+        message = (
+            f"[{pipeline}] {count} malformed record(s) (the source could not parse the row) quarantined "
+            f"in batch {batch_id} ({share:.1%} of {rows_in} rows); raw lines: "
+            f"{', '.join(repr(line) for line in lines) or '-'}"
+        )
+    else:
+        data["raw_values"] = raw
+        shown = ", ".join(repr(r["raw_timestamp"]) for r in raw) or "-"
+        message = (
+            f"[{pipeline}] {count} record(s) with bogus timestamps ({reason}) quarantined in "
+            f"batch {batch_id} ({share:.1%} of {rows_in} rows); raw values: {shown}"
+        )
+    return data, message
+
+
+def skew_alert(pipeline: str, batch_id: int, finding: PartitionFinding, stats: BatchStats) -> tuple[str, dict, str]:
+    """(kind ``partition_lag`` or ``partition_idle``, data, message) of a monitor finding."""
+    kind = "partition_lag" if finding.kind == "lag" else "partition_idle"
+    data = {
+        "pipeline": pipeline,
+        "batch_id": batch_id,
+        "partition": finding.partition,
+        "lag_ms": finding.lag_ms,
+        "idle_s": None if finding.idle_s is None else round(finding.idle_s, 3),
+        "threshold_ms": finding.threshold_ms,
+        "max_event_time_ms": finding.max_event_time_ms,
+        "global_max_event_time_ms": finding.global_max_event_time_ms,
+        "watermark_ms": stats.watermark_ms,
+    }
+    message = f"[{pipeline}] {finding.describe()} (batch {batch_id})"
+    if finding.kind == "lag":
+        message += "; its records will be classified late"
+    return kind, data, message
+
+
+def failure_alert(pipeline: str, error: BaseException | str, checkpoint: str | None,
+                  run_id: str | None) -> tuple[str, dict, str]:
+    """(innermost error class, data, message) of a pipeline that stopped on ``error``."""
+    error_type, summary = failure_class(error)
+    text = summary.strip().splitlines()[0][:500] if summary.strip() else error_type
+    if not text.startswith((error_type, f"[{error_type}]")):
+        text = f"{error_type}: {text}"
+    data = {"pipeline": pipeline, "error_type": error_type, "error": str(error)[:4000],
+            "checkpoint": checkpoint, "run_id": run_id}
+    return error_type, data, f"[{pipeline}] pipeline stopped: {text}"

@@ -1,0 +1,118 @@
+"""Restart compatibility: refuse to resume a checkpoint whose state means something else.
+
+The state kept in a checkpoint is laid out by the window grid, the key columns, the
+aggregations, the lateness, the accumulation and the emit mode. Resuming with any of those
+changed would silently produce wrong panes, so the engine stores a fingerprint beside the
+checkpoint and compares it at start. Changing the out-of-orderness, the validity bounds, the
+alert thresholds or the Sentry DSN is allowed: they only affect records not yet seen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional, Sequence
+
+from ..core.config import EngineConfig
+
+__all__ = ["IncompatibleRestartError", "CheckpointMissingError", "state_fingerprint", "changed_fields", "check_and_store"]
+
+FINGERPRINT_FILE = "eventtime-state.json"
+
+
+class IncompatibleRestartError(RuntimeError):
+    """The checkpoint was written with a configuration whose state cannot be reused."""
+
+
+class CheckpointMissingError(RuntimeError):
+    """A query starts without a checkpoint but its tables already hold rows of the pipeline.
+
+    The checkpoint was deleted or moved: starting anyway would read the source again from
+    the beginning under a new query id and write every row a second time.
+    """
+
+
+def state_fingerprint(config: EngineConfig, keys: Sequence[str]) -> dict:
+    """The parts of a configuration that decide the meaning of the kept state.
+
+    >>> from eventtime import Tumbling
+    >>> state_fingerprint(EngineConfig(Tumbling(60_000)), ["user"])["window"]
+    {'type': 'tumbling', 'size_ms': 60000, 'offset_ms': 0}
+    """
+    return {
+        "window": config.window.to_dict(),
+        "keys": list(keys),
+        "aggregations": [[a.kind, a.name, a.column] for a in config.aggregations],
+        "allowed_lateness_ms": config.allowed_lateness_ms,
+        "accumulation": config.accumulation,
+        "emit": config.emit,
+    }
+
+
+def changed_fields(old: dict, new: dict) -> list[str]:
+    """Human-readable ``field: old -> new`` lines for every difference."""
+    return [
+        f"{name}: {old.get(name)!r} -> {new.get(name)!r}"
+        for name in sorted(set(old) | set(new))
+        if old.get(name) != new.get(name)
+    ]
+
+
+# What each checkpoint layout changed (the refusal names it).
+_LAYOUTS = {
+    2: "the query has an end-of-input control source",
+    3: "the state is kept per key by the JVM operator; layouts 1 and 2 held pickled frames per hash bucket",
+}
+
+
+def check_and_store(checkpoint_dir: str, fingerprint: dict) -> Optional[dict]:
+    """Compare with the fingerprint stored in ``checkpoint_dir``; store it when absent.
+
+    Returns the stored fingerprint (``None`` on a fresh checkpoint). Raises
+    :class:`IncompatibleRestartError` naming every changed field.
+    """
+    path = os.path.join(checkpoint_dir, FINGERPRINT_FILE)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
+            stored = json.load(handle)
+        changes = changed_fields(stored, fingerprint)
+        if stored.get("layout") != fingerprint.get("layout"):
+            raise IncompatibleRestartError(
+                f"checkpoint {checkpoint_dir} was written by another eventtime version (checkpoint layout "
+                f"{stored.get('layout', 1)}, this version writes layout {fingerprint.get('layout')}: "
+                f"{_LAYOUTS.get(fingerprint.get('layout'), 'a different state layout')}). Its state cannot be migrated: "
+                "let the old version finish the input (route(...).start(..., end_of_input=True) fires and purges every "
+                "window), or start this version from a new checkpoint (with fresh_start=True over the same tables)."
+            )
+        if changes:
+            raise IncompatibleRestartError(
+                f"checkpoint {checkpoint_dir} was written with a different configuration; "
+                f"its state cannot be reused. Changed: {'; '.join(changes)}. "
+                "Restore the old configuration, or start from a new checkpoint (and new tables) explicitly."
+            )
+        return stored
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(fingerprint, handle, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+    return None
+
+
+ENDED_FILE = "eventtime-end-of-input"
+
+
+def mark_ended(checkpoint_dir: str) -> None:
+    """Record that this checkpoint's query reached the end of its input (every window fired)."""
+    with open(os.path.join(checkpoint_dir, ENDED_FILE), "w", encoding="utf-8") as handle:
+        handle.write("every window was fired and purged at the end of input\n")
+
+
+def check_not_ended(checkpoint_dir: str) -> None:
+    """Refuse to resume a query whose input already ended: its windows fired as final."""
+    if os.path.exists(os.path.join(checkpoint_dir, ENDED_FILE)):
+        raise IncompatibleRestartError(
+            f"checkpoint {checkpoint_dir} belongs to a query that reached the end of its input (end_of_input=True): "
+            "every window was fired as final and purged, so new records would open those windows again and "
+            "write second final panes. Start the next run from a new checkpoint."
+        )

@@ -1,0 +1,338 @@
+"""``window_aggregate``: plans the JVM operator over the output of ``with_event_time``.
+
+It checks the keys and aggregated columns against the DataFrame, builds the operator input
+(the user's row as one struct beside its key and aggregated columns), hands the engine its
+spec (``engine_spec``: window, lateness, modes, types) and renders the operator output with a
+``kind`` column -- panes, late and invalid records, per-partition statistics -- that
+``route`` (router.py) splits into sinks (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Optional, Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..core import aggregations as _agg
+from ..core._duration import to_ms
+from ..core.aggregations import Aggregation
+from ..core.config import EngineConfig
+from ..core.trigger import ACCUMULATING, ON_TIME_AND_LATE
+from ..core.window import WindowAssigner
+from .extract import event_time_settings
+from .jvm import ensure_engine
+
+__all__ = ["window_aggregate", "output_schema", "engine_spec"]
+
+# Version of the query's checkpoint layout; a checkpoint of another layout is refused on start.
+STATE_LAYOUT = 3
+# Output columns besides the key and aggregation columns, in order, with Spark DDL types.
+OUTPUT_FIXED = [
+    ("kind", "string"),
+    ("window_start", "bigint"),
+    ("window_end", "bigint"),
+    ("pane_timing", "string"),
+    ("pane_index", "bigint"),
+    ("is_final", "boolean"),
+    ("reason", "string"),
+    ("event_time", "bigint"),
+    ("raw_timestamp", "string"),
+    ("watermark", "bigint"),
+    ("lateness_ms", "bigint"),
+    ("partition", "string"),
+    ("offset", "bigint"),
+    ("payload", "string"),
+    ("stat_max_event_time", "bigint"),
+    ("stat_rows", "bigint"),
+]
+# The user's row as one struct, beside the output: the payload of late / invalid records.
+C_REC = "et__rec"
+# Row classes of the operator input (Layout.java).
+CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, CLS_CONTROL = 0, 1, 2, 5
+# The operator's grouping key is a hash bucket of the user key (state is per user key inside
+# it, see WindowOperator.java); fixed, as a checkpoint's state is laid out by it.
+NUM_BUCKETS = 32
+# Local property through which the driver tells the map-side combine the batch's watermark.
+WATERMARK_PROPERTY = "eventtime.watermark"
+_META = "eventtime"
+_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+_TS_COLUMNS = ("window_start", "window_end", "event_time", "watermark")
+
+
+_NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType)
+_ORDERED = (*_NUMERIC, T.StringType, T.BooleanType, T.DateType, T.TimestampType, T.TimestampNTZType, T.BinaryType)
+
+
+def _check_keys(keys: Any) -> list[str]:
+    if isinstance(keys, str):
+        keys = [keys]
+    if not isinstance(keys, (list, tuple)):
+        raise TypeError(f"keys must be a column name or a list of column names, got {type(keys).__name__} {keys!r}")
+    for i, key in enumerate(keys):
+        if not isinstance(key, str):
+            raise TypeError(f"keys[{i}] must be a column name (str), got {type(key).__name__} {key!r}")
+    duplicated = sorted({k for k in keys if list(keys).count(k) > 1})
+    if duplicated:
+        raise ValueError(f"keys must be distinct, {duplicated} appear more than once")
+    return list(keys)
+
+
+def _check_columns(
+    schema: T.StructType,
+    user_cols: list[str],
+    keys: list[str],
+    aggregations: Sequence[Aggregation],
+    partition_col: Optional[str],
+    offset_col: Optional[str],
+    heartbeat_col: Optional[str],
+) -> None:
+    """Every column window_aggregate reads exists and has a type it can use (before the query starts)."""
+
+    def need(parameter: str, column: str) -> T.DataType:
+        if column not in user_cols:
+            raise ValueError(f"window_aggregate: {parameter} names column {column!r}, which is not in the input; columns: {user_cols}")
+        return schema[column].dataType
+
+    for i, key in enumerate(keys):
+        need(f"keys[{i}]", key)
+    for i, agg in enumerate(aggregations):
+        if agg.column is None:
+            continue
+        dtype = need(f"aggregations[{i}] ({agg.kind} {agg.name!r})", agg.column)
+        if agg.kind in ("sum", "mean") and not isinstance(dtype, _NUMERIC):
+            raise TypeError(
+                f"aggregations[{i}]: {agg.kind}({agg.column!r}) needs a numeric column, but {agg.column!r} is "
+                f"{dtype.simpleString()}; cast it first (e.g. F.col({agg.column!r}).cast('double'))"
+            )
+        if agg.kind in ("min", "max") and not isinstance(dtype, _ORDERED):
+            raise TypeError(
+                f"aggregations[{i}]: {agg.kind}({agg.column!r}) needs an orderable column (number, string, boolean, "
+                f"date, timestamp, binary), but {agg.column!r} is {dtype.simpleString()}"
+            )
+    if partition_col is not None:
+        dtype = need("partition_col", partition_col)
+        if isinstance(dtype, (T.ArrayType, T.MapType, T.StructType)):
+            raise TypeError(f"partition_col {partition_col!r} must be a plain column (int, string, ...), got {dtype.simpleString()}")
+    if offset_col is not None:
+        dtype = need("offset_col", offset_col)
+        if not isinstance(dtype, _INTEGRAL):
+            raise TypeError(f"offset_col {offset_col!r} must be an integer column (the source offset), got {dtype.simpleString()}")
+    if heartbeat_col is not None:
+        dtype = need("heartbeat_col", heartbeat_col)
+        if not isinstance(dtype, T.BooleanType):
+            raise TypeError(
+                f"heartbeat_col {heartbeat_col!r} must be a boolean column (true on heartbeat rows), got "
+                f"{dtype.simpleString()}; e.g. F.col({heartbeat_col!r}) == 1"
+            )
+
+
+def _agg_type(agg: Aggregation, schema: T.StructType) -> T.DataType:
+    if agg.kind == "count":
+        return T.LongType()
+    source = schema[agg.column].dataType
+    if agg.kind == "sum":
+        if isinstance(source, T.DecimalType):  # Spark's own rule for sum(decimal(p, s))
+            return T.DecimalType(min(38, source.precision + 10), source.scale)
+        return T.LongType() if isinstance(source, _INTEGRAL) else T.DoubleType()
+    if agg.kind == "mean":
+        return T.DoubleType()
+    return source
+
+
+def output_schema(key_fields: Sequence[T.StructField], agg_fields: Sequence[T.StructField]) -> T.StructType:
+    """Schema of the operator output (times as bigint epoch ms)."""
+    types = {"string": T.StringType(), "bigint": T.LongType(), "boolean": T.BooleanType()}
+    fixed = [T.StructField(name, types[ddl]) for name, ddl in OUTPUT_FIXED]
+    return T.StructType([fixed[0], *key_fields, *fixed[1:6], *agg_fields, *fixed[6:]])
+
+
+def engine_spec(
+    window: WindowAssigner,
+    config: EngineConfig,
+    record_type: T.StructType,
+    out_schema: T.StructType,
+    keys: Sequence[str],
+    aggregations: Sequence[Aggregation],
+    bounded: bool,
+) -> dict:
+    """The JVM engine's configuration (Spec.java) for the user's row type ``record_type``."""
+    position = {f.name: i for i, f in enumerate(record_type.fields)}
+
+    def column_type(agg: Aggregation):
+        return record_type[agg.column].dataType if agg.column else None
+
+    return {
+        "size_ms": window.size_ms,
+        "slide_ms": window.slide_ms,
+        "offset_ms": window.offset_ms,
+        "allowed_lateness_ms": config.allowed_lateness_ms,
+        "accumulation": config.accumulation,
+        "emit": config.emit,
+        "bounded": bounded,
+        "watermark_property": WATERMARK_PROPERTY,
+        "buckets": NUM_BUCKETS,
+        "record_type": record_type.json(),
+        "output_type": T.StructType([*out_schema.fields, T.StructField(C_REC, record_type)]).json(),
+        "key_fields": [position[k] for k in keys],
+        "aggregations": [
+            {
+                "kind": a.kind,
+                "name": a.name,
+                "field": position[a.column] if a.column else -1,
+                "integral": isinstance(column_type(a), _INTEGRAL),
+                "decimal": isinstance(column_type(a), T.DecimalType),
+                "scale": column_type(a).scale if isinstance(column_type(a), T.DecimalType) else 0,
+            }
+            for a in aggregations
+        ],
+    }
+
+
+def window_aggregate(
+    keys: Sequence[str],
+    window: WindowAssigner,
+    allowed_lateness: Any = 0,
+    aggregations: Optional[Sequence[Aggregation]] = None,
+    accumulation: str = ACCUMULATING,
+    emit: str = ON_TIME_AND_LATE,
+    partition_col: Optional[str] = None,
+    offset_col: Optional[str] = None,
+    heartbeat_col: Optional[str] = None,
+) -> Callable[[DataFrame], DataFrame]:
+    """A ``DataFrame.transform`` step: event-time windows per ``keys`` with allowed lateness.
+
+    Apply after :func:`with_event_time`. The result has one row per pane, late record,
+    invalid record and per-partition statistic (column ``kind``); give it to :func:`route`.
+    The built-in aggregations run in the JVM operator; a user-defined one
+    (:func:`eventtime.aggregate`) runs in the reference model only.
+    """
+    keys = _check_keys(keys)
+    aggregations = tuple(aggregations) if isinstance(aggregations, (list, tuple)) else (
+        (_agg.count(),) if aggregations is None else aggregations
+    )
+    lateness_ms = to_ms(allowed_lateness, "allowed_lateness")
+    # Window, aggregations (objects, distinct names), lateness and modes, before any Spark work.
+    EngineConfig(window, aggregations, allowed_lateness_ms=lateness_ms, accumulation=accumulation, emit=emit)
+    for i, agg in enumerate(aggregations):
+        if getattr(agg, "kind", None) == "udaf":
+            raise ValueError(
+                f"aggregations[{i}] ({agg.name!r}) is a user-defined aggregation: the Spark engine runs in the JVM and "
+                "computes the built-in ones (count, sum, mean, min, max, first, last); user-defined aggregations "
+                "run in the reference model (eventtime.ReferenceEngine) only"
+            )
+    for parameter, value in (("partition_col", partition_col), ("offset_col", offset_col), ("heartbeat_col", heartbeat_col)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{parameter} must be a column name (str) or None, got {type(value).__name__} {value!r}")
+    reserved = {name for name, _ in OUTPUT_FIXED}
+    for parameter, names in (("keys", keys), ("aggregations (output names)", [a.name for a in aggregations])):
+        for name in names:
+            if name in reserved or name.startswith(("__et_", "et__")):
+                raise ValueError(
+                    f"{parameter}: column name {name!r} is reserved: the output and the late-data table have a "
+                    f"column of that name ({', '.join(sorted(reserved))}). Rename it first, e.g. "
+                    f"df.withColumnRenamed({name!r}, 'source_{name}')"
+                )
+
+    def apply(df: DataFrame) -> DataFrame:
+        settings = event_time_settings(df)
+        # Validates window, aggregations, lateness, modes and the extraction settings at once.
+        config = EngineConfig(
+            window,
+            aggregations,
+            max_out_of_orderness_ms=settings.get("max_out_of_orderness_ms", 0),
+            allowed_lateness_ms=lateness_ms,
+            accumulation=accumulation,
+            emit=emit,
+            min_valid_ms=settings.get("min_valid_ms", 1),
+            max_future_ms=settings.get("max_future_ms", 0),
+        )
+        user_cols = [c for c in df.columns if not c.startswith("__et_")]
+        schema = df.schema
+        _check_columns(schema, user_cols, keys, aggregations, partition_col, offset_col, heartbeat_col)
+        key_fields = [T.StructField(k, schema[k].dataType) for k in keys]
+        agg_fields = [T.StructField(a.name, _agg_type(a, schema)) for a in aggregations]
+        out_schema = output_schema(key_fields, agg_fields)
+        record_type = T.StructType([schema[c] for c in user_cols])
+        position = {c: i for i, c in enumerate(user_cols)}
+        spark = df.sparkSession
+        spec = engine_spec(window, config, record_type, out_schema, keys, aggregations, bounded=not df.isStreaming)
+        # The operator input (eventtime/jvm/src/eventtime/jvm/Layout.java): the event time as a
+        # plain long (no watermark metadata, so Spark drops nothing before the operator), the row
+        # class, the invalid reason / raw text, partition (Spark's own text of it) and offset,
+        # the user's row as one struct, then the key and aggregated columns on their own.
+        reason = F.col("__et_reason")
+        ms = F.col("__et_ms").cast("long")
+        cls = F.when(reason.isNotNull(), F.lit(CLS_INVALID))
+        if "__et_end" in df.columns:  # the end-of-input control row of a stream (spark/extract.py)
+            cls = cls.when(F.col("__et_end"), F.lit(CLS_CONTROL))
+        if heartbeat_col:
+            cls = cls.when(F.coalesce(F.col(heartbeat_col), F.lit(False)), F.lit(CLS_HEARTBEAT))
+        ensure_engine(spark)
+        operator_input = df.select(
+            ms.alias("et__ms"),
+            cls.otherwise(F.lit(CLS_DATA)).alias("et__cls"),
+            reason.alias("et__reason"),
+            F.col("__et_raw").alias("et__raw"),
+            (F.col(partition_col).cast("string") if partition_col else F.lit(None).cast("string")).alias("et__part"),
+            (F.col(offset_col).cast("long") if offset_col else F.lit(None).cast("long")).alias("et__off"),
+            F.struct(*[F.col(c) for c in user_cols]).alias(C_REC),
+            *[F.col(k).alias(f"et__k{i}") for i, k in enumerate(keys)],
+            *[(F.col(a.column) if a.column else F.lit(None)).alias(f"et__a{i}") for i, a in enumerate(aggregations)],
+        )
+        raw = DataFrame(spark._jvm.eventtime.jvm.Engine.apply(operator_input._jdf, json.dumps(spec)), spark)
+        signal_path = settings.get("end_of_input_signal")
+        ts_col = settings.get("column")
+        from ..ops.compat import state_fingerprint
+
+        # layout 3: per-key state of the JVM operator (layouts 1-2: hash buckets of pickled frames).
+        fingerprint = {**state_fingerprint(config, keys), "layout": STATE_LAYOUT, "buckets": NUM_BUCKETS}
+        meta = json.dumps(
+            {
+                "fingerprint": fingerprint,
+                "keys": keys,
+                "aggregations": [a.name for a in aggregations],
+                "partition_col": partition_col,
+                "end_of_input_signal": signal_path,
+                "config": {
+                    "window": window.to_dict(),
+                    "allowed_lateness_ms": config.allowed_lateness_ms,
+                    "accumulation": config.accumulation,
+                    "emit": config.emit,
+                    **{k: v for k, v in settings.items() if k.endswith("_ms")},
+                },
+            }
+        )
+        cols = []
+        for field in out_schema.fields:
+            c = F.col(field.name)
+            if field.name == "kind":
+                c = c.alias("kind", metadata={_META: meta})
+            elif field.name in _TS_COLUMNS:
+                c = F.timestamp_millis(c).alias(field.name)
+            elif field.name == "raw_timestamp" and ts_col in position:
+                # a late record's raw time: Spark's own text of the original value
+                c = F.when(F.col("kind") == "late", F.col(C_REC)[ts_col].cast("string")).otherwise(c).alias(field.name)
+            cols.append(c)
+        return raw.select(*cols, F.col(C_REC))
+
+    return apply
+
+
+def timestamp_ms(column):
+    """An Arrow timestamp column as int64 epoch milliseconds (floored)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    unit = column.type.unit if pa.types.is_timestamp(column.type) else "ms"
+    per_ms = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}[unit]
+    ints = pc.cast(column, pa.int64())
+    if per_ms is None:
+        return pc.multiply(ints, 1000)
+    if per_ms == 1:
+        return ints
+    # floor division (arrow's integer divide truncates towards zero)
+    q = pc.divide(ints, per_ms)
+    return pc.if_else(pc.greater(pc.multiply(q, per_ms), ints), pc.subtract(q, 1), q)

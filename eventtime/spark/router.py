@@ -1,0 +1,519 @@
+"""``route``: the ``foreachBatch`` splitter of one streaming query.
+
+The output of ``window_aggregate`` is one stream with a ``kind`` column; ``Router`` runs the
+query, splits each batch by kind into the sinks (each gets a ``pyarrow.Table``), computes the
+batch's statistics for the alerter, publishes the batch watermark to the map side, and
+reports a failed query once (docs/architecture.md, "Contract between the engine, the router
+and the sinks").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any, Callable, Optional
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ..core._json import key_json, row_json
+from ..ops.faults import fault_point
+from .aggregate import _META, C_REC, WATERMARK_PROPERTY, timestamp_ms
+
+__all__ = ["Router", "route"]
+
+log = logging.getLogger("eventtime.spark")
+
+
+def _engine_meta(out: DataFrame) -> dict:
+    if "kind" not in out.columns:
+        raise ValueError("route() expects the output of eventtime.window_aggregate(...)")
+    meta = out.schema["kind"].metadata.get(_META)
+    if meta is None:
+        raise ValueError("route() expects the output of eventtime.window_aggregate(...) (no engine metadata on 'kind')")
+    return json.loads(meta)
+
+
+def _local_path(path: str) -> Optional[str]:
+    """The local file system path of a checkpoint location, None for a remote one (s3a://...)."""
+    if path.startswith("file:"):
+        return "/" + path[len("file:"):].lstrip("/")
+    return path if "://" not in path else None
+
+
+def _takes_positional(function: Callable, count: int) -> bool:
+    """Whether ``function`` can be called with ``count`` positional arguments (True when its
+    signature cannot be read, e.g. some builtins)."""
+    import inspect
+
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return True
+    try:
+        signature.bind(*([None] * count))
+    except TypeError:
+        return False
+    return True
+
+
+def _accepts_keyword(function: Callable, name: str) -> bool:
+    import inspect
+
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def _signature_text(function: Callable) -> str:
+    import inspect
+
+    try:
+        return f"the arguments {inspect.signature(function)}"
+    except (TypeError, ValueError):  # pragma: no cover - only called when the signature was read
+        return "other arguments"
+
+
+def _stats_class():
+    try:
+        from ..ops.monitor import BatchStats, PartitionStats  # the sinks helper's contract
+
+        return BatchStats, PartitionStats
+    except ImportError:  # pragma: no cover - before monitor.py exists
+        from types import SimpleNamespace
+
+        return (lambda **kw: SimpleNamespace(**kw)), (lambda **kw: SimpleNamespace(**kw))
+
+
+class Router:
+    """Runs ONE streaming query and splits its output by ``kind`` in ``foreachBatch``."""
+
+    def __init__(
+        self,
+        out: DataFrame,
+        panes: Optional[Callable] = None,
+        late: Optional[Callable] = None,
+        invalid: Optional[Callable] = None,
+        alerter: Any = None,
+        pipeline: str = "eventtime",
+    ) -> None:
+        for parameter, sink in (("panes", panes), ("late", late), ("invalid", invalid)):
+            if sink is not None and not callable(sink):
+                raise TypeError(
+                    f"route: {parameter} must be a sink, a callable (table, batch_id, query_id) such as "
+                    f"eventtime.sinks.DeltaResultsSink(path), got {type(sink).__name__} {sink!r}"
+                )
+            if isinstance(sink, type):
+                raise TypeError(
+                    f"route: {parameter} must be a sink object, got the class {sink.__name__}; make one first, "
+                    f"e.g. {parameter}={sink.__name__}(path, pipeline=...)"
+                )
+            if sink is not None and not _takes_positional(sink, 3):
+                raise TypeError(
+                    f"route: {parameter} must be callable as {parameter}(table, batch_id, query_id), but "
+                    f"{sink!r} takes {_signature_text(sink)}"
+                )
+        if panes is None and late is None and invalid is None:
+            raise ValueError(
+                "route: no sink given (panes, late and invalid are all None): every pane and record would be "
+                "discarded. Give at least one, e.g. panes=DeltaResultsSink(path), late=DeltaLateSink(path)"
+            )
+        if alerter is not None and (isinstance(alerter, type) or not callable(getattr(alerter, "on_batch", None))):
+            raise TypeError(
+                "route: alerter must have on_batch(batch_id, records, stats): an object such as "
+                f"eventtime.Alerter(pipeline=...), got {alerter!r}"
+            )
+        if alerter is not None and not _takes_positional(alerter.on_batch, 3):
+            raise TypeError(
+                f"route: alerter.on_batch must be callable as on_batch(batch_id, records, stats), but it takes "
+                f"{_signature_text(alerter.on_batch)}"
+            )
+        if not isinstance(pipeline, str) or not pipeline:
+            raise TypeError(f"route: pipeline must be a non-empty string, got {pipeline!r}")
+        self.meta = _engine_meta(out)
+        if alerter is not None and callable(getattr(alerter, "use_pipeline_defaults", None)):
+            alerter.use_pipeline_defaults(self.meta.get("config", {}).get("max_out_of_orderness_ms"))
+        self.keys: list[str] = self.meta["keys"]
+        self.agg_names: list[str] = self.meta["aggregations"]
+        self.panes_sink, self.late_sink = panes, late
+        self.invalid_sink = invalid if invalid is not None else late
+        self.alerter = alerter
+        self.pipeline = pipeline
+        self.metrics_name = f"eventtime_{pipeline}"
+        self.out = out.observe(
+            self.metrics_name,
+            F.count(F.when(F.col("kind") == "pane", 1)).alias("panes"),
+            F.count(F.when(F.col("kind") == "late", 1)).alias("late"),
+            F.count(F.when(F.col("kind") == "invalid", 1)).alias("invalid"),
+            F.coalesce(F.sum("stat_rows"), F.lit(0)).alias("rows_in"),
+            F.max(F.unix_millis(F.col("watermark"))).alias("watermark_ms"),
+        )
+        self.query = None
+        self.checkpoint: Optional[str] = None
+        self._query_id: Optional[str] = None
+        self._watermark_ms: Optional[int] = None
+        self._seen_event_time = False
+        self._pane_watermark_ms: Optional[int] = None
+        self._listener = None
+        self._bounded_run = False
+        self.failure = None  # the QueryFailedError the query stopped on, once reported
+        self.failure_text: Optional[str] = None  # the query's own error text (with the JVM stack)
+        import threading
+
+        self._failure_reported = threading.Event()
+        self.last_stats = None
+
+    # -- the query ----------------------------------------------------------------------
+    def start(
+        self,
+        checkpoint: Optional[str] = None,
+        trigger: Any = None,
+        query_name: Optional[str] = None,
+        fresh_start: bool = False,
+        end_of_input: bool = False,
+    ):
+        """Start the query. ``trigger``: ``DataStreamWriter.trigger`` keywords, e.g.
+        ``{"processingTime": "1 minute"}`` or ``{"availableNow": True}``, or an interval
+        string (processing time).
+
+        A new (or deleted) local checkpoint whose sinks already hold rows of the pipeline
+        raises :class:`~eventtime.ops.compat.CheckpointMissingError` unless ``fresh_start=True``
+        says that a new query over the same tables is intended.
+
+        ``end_of_input=True`` runs a bounded input to its end, as Flink does with a bounded
+        stream: with ``trigger={"availableNow": True}`` it drains the source, then raises the
+        end of input, so every window still held fires (ON_TIME with ``is_final``, or FINAL)
+        and is purged; it blocks until then and returns the finished query (whose checkpoint
+        cannot be resumed). On a static DataFrame (a backfill) it runs the one batch, with no
+        checkpoint, and returns its :class:`~eventtime.ops.monitor.BatchStats`.
+
+        >>> route(out, panes=sink).start("/chk/backfill", trigger={"availableNow": True}, end_of_input=True)  # doctest: +SKIP
+        """
+        if isinstance(trigger, str):
+            trigger = {"processingTime": trigger}
+        if not isinstance(fresh_start, bool):
+            raise TypeError(f"fresh_start must be a bool, got {fresh_start!r}")
+        if not isinstance(end_of_input, bool):
+            raise TypeError(f"end_of_input must be a bool, got {type(end_of_input).__name__} {end_of_input!r}")
+        if not self.out.isStreaming:
+            return self._run_static(checkpoint, trigger, end_of_input)
+        if not isinstance(checkpoint, str) or not checkpoint:
+            raise TypeError(f"checkpoint must be a path (str) for a streaming query, got {checkpoint!r}")
+        if end_of_input and not (trigger and (trigger.get("availableNow") or trigger.get("once"))):
+            raise ValueError(
+                f"end_of_input=True needs a bounded run: trigger={{'availableNow': True}}, got trigger={trigger!r} "
+                "(an unbounded stream has no end of input)"
+            )
+        self.checkpoint = checkpoint
+        local = _local_path(checkpoint)
+        if local is not None and not os.path.exists(os.path.join(local, "metadata")):
+            self._check_no_orphaned_tables(checkpoint, fresh_start)
+        if local is not None and "fingerprint" in self.meta:
+            # Refuse to resume state laid out by another window / keys / aggregations / modes.
+            from ..ops.compat import check_and_store, check_not_ended
+
+            check_and_store(local, self.meta["fingerprint"])
+            check_not_ended(local)
+
+        def writer():
+            w = self.out.writeStream.foreachBatch(self._handle).option("checkpointLocation", checkpoint)
+            if query_name:
+                w = w.queryName(query_name)
+            return w.trigger(**trigger) if trigger else w
+
+        self._bounded_run = end_of_input  # two queries: the listener stays for the second
+        self.failure = self.failure_text = None
+        self._failure_reported.clear()
+        self._query_id = None  # read again from this checkpoint's metadata
+        self._watch_failures(self.out.sparkSession, checkpoint)
+        try:
+            self.query = writer().start()
+        except BaseException:
+            self._stop_watching()
+            raise
+        self._query_id = self.query.id
+        if end_of_input:
+            from ..ops.compat import mark_ended
+            from .control import raise_end_of_input
+
+            self.query.awaitTermination()  # raises the query's error, if it failed
+            raise_end_of_input(self.meta["end_of_input_signal"])
+            self.query = writer().start()
+            self.query.awaitTermination()
+            if local is not None:
+                mark_ended(local)
+            os.remove(self.meta["end_of_input_signal"])
+            self._stop_watching()
+        return self.query
+
+    def wait_failure_reported(self, timeout: float) -> bool:
+        """Wait until route has reported its query's failure to the alerter (``pipeline_failed``).
+
+        True once it has (``self.failure`` is then the error); False after ``timeout`` seconds
+        (no alerter with ``on_failure``, or the query did not fail). A caller that reports
+        failures itself waits for this instead of sending a second event:
+
+        >>> if not router.wait_failure_reported(5.0):  # doctest: +SKIP
+        ...     alerter.on_failure(error)
+        """
+        return self._failure_reported.wait(timeout)
+
+    def _stop_watching(self, spark=None, from_listener: bool = False) -> None:
+        listener, self._listener = self._listener, None
+        if listener is None:
+            return
+        spark = spark or self.out.sparkSession
+        if from_listener:  # not from inside the listener bus' own callback
+            import threading
+
+            threading.Thread(target=spark.streams.removeListener, args=(listener,), daemon=True).start()
+        else:
+            spark.streams.removeListener(listener)
+
+    def _watch_failures(self, spark, checkpoint: str) -> None:
+        """Send ``pipeline_failed`` (fingerprinted by the innermost error class) when the query
+        stops on an error: a listener on the session, removed once the query has ended."""
+        if self.alerter is None or not callable(getattr(self.alerter, "on_failure", None)) or self._listener is not None:
+            return
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        router = self
+        report = {"checkpoint": checkpoint}
+        pass_run_id = _accepts_keyword(self.alerter.on_failure, "run_id")
+
+        class _FailureListener(StreamingQueryListener):
+            def onQueryStarted(self, event) -> None:
+                pass
+
+            def onQueryProgress(self, event) -> None:
+                pass
+
+            def onQueryIdle(self, event) -> None:
+                pass
+
+            def onQueryTerminated(self, event) -> None:
+                # A query that fails at once may end before start() has returned it: its id is
+                # also the id in the checkpoint's metadata.
+                ours = router.query_id() or (router.query.id if router.query is not None else "")
+                if not ours or str(event.id) != str(ours):
+                    return
+                if event.exception:
+                    from .errors import describe_failure
+
+                    router.failure_text = event.exception
+                    router.failure = describe_failure(event.exception)
+                    try:
+                        run = {"run_id": str(event.runId)} if pass_run_id else {}
+                        router.alerter.on_failure(router.failure, **report, **run)
+                    finally:
+                        router._failure_reported.set()
+                if event.exception or not router._bounded_run:
+                    router._stop_watching(spark, from_listener=True)
+
+        self._listener = _FailureListener()
+        spark.streams.addListener(self._listener)
+
+    def _run_static(self, checkpoint: Optional[str], trigger: Any, end_of_input: bool):
+        """A static DataFrame: one batch (id 0) through the sinks, ended by the end of input."""
+        import uuid
+
+        if not end_of_input:
+            raise ValueError(
+                "route(...).start() got a static DataFrame: it is bounded input, run as one batch that ends with "
+                "the end of input (every window fires and is purged). Call start(end_of_input=True)."
+            )
+        if checkpoint is not None or trigger:
+            raise ValueError(
+                f"a static DataFrame runs as one batch and keeps no checkpoint or trigger; got checkpoint={checkpoint!r}, "
+                f"trigger={trigger!r}. Call start(end_of_input=True) alone."
+            )
+        self._query_id = f"batch-{uuid.uuid4()}"
+        self._handle(self.out, 0)
+        return self.last_stats
+
+    def _check_no_orphaned_tables(self, checkpoint: str, fresh_start: bool) -> None:
+        from ..ops.compat import CheckpointMissingError
+
+        sinks = {id(s): s for s in (self.panes_sink, self.late_sink, self.invalid_sink) if s is not None}
+        for sink in sinks.values():
+            ids = sink.pipeline_query_ids() if hasattr(sink, "pipeline_query_ids") else []
+            if not ids:
+                continue
+            where = getattr(sink, "path", repr(sink))
+            if fresh_start:
+                log.warning("eventtime[%s]: fresh start requested; %s already holds rows of query id(s) %s",
+                            self.pipeline, where, ", ".join(ids))
+                continue
+            raise CheckpointMissingError(
+                f"checkpoint {checkpoint!r} has no query metadata (new or deleted), but {where} already holds rows "
+                f"of pipeline {getattr(sink, 'pipeline', self.pipeline)!r} written by query id(s) {', '.join(ids)}. "
+                "Starting now would read the source again and write those rows twice. Restore the checkpoint, "
+                "or pass fresh_start=True to start a new query over these tables on purpose."
+            )
+
+    @property
+    def event_time_seen(self) -> bool:
+        """Whether any batch so far had a record or heartbeat with a valid event time (before
+        that, Spark's watermark of 0 means "no watermark yet")."""
+        return self._seen_event_time
+
+    def query_id(self) -> str:
+        # foreachBatch may run before start() returns; the checkpoint's metadata file holds
+        # the query id from before the first batch on (it is also StreamingQuery.id).
+        if self._query_id is None and self.checkpoint is not None:
+            path = os.path.join(_local_path(self.checkpoint) or self.checkpoint, "metadata")
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    self._query_id = json.load(handle)["id"]
+            except (OSError, ValueError, KeyError):
+                return ""
+        return self._query_id or ""
+
+    # -- per batch ----------------------------------------------------------------------
+    def split(self, table):
+        """(panes, records, stats rows) tables of one batch's operator output."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        kind = table.column("kind")
+        # select the few columns each output needs first, then filter only those
+        pane_mask = pc.equal(kind, "pane")
+        panes = table.select(
+            [*self.keys, "window_start", "window_end", "pane_timing", "pane_index", "is_final", *self.agg_names]
+        ).filter(pane_mask)
+        pane_watermark = table.column("watermark").filter(pane_mask)
+        self._pane_watermark_ms = pc.max(timestamp_ms(pane_watermark)).as_py() if len(pane_watermark) else None
+        record_cols = ["kind", "reason", *self.keys, "event_time", "raw_timestamp", "watermark", "lateness_ms",
+                       "window_start", "window_end", "partition", "offset"]
+        record_cols += [C_REC] if C_REC in table.column_names else ["payload"]
+        records = table.select(list(dict.fromkeys(record_cols))).filter(pc.is_in(kind, pa.array(["late", "invalid"])))
+        keys_text = [
+            key_json(self.keys, values) for values in zip(*[records.column(k).to_pylist() for k in self.keys])
+        ] if self.keys else ["{}"] * records.num_rows
+        columns = {
+            "kind": records.column("kind"),
+            "reason": records.column("reason"),
+            "key": pa.array(keys_text, pa.string()),
+        }
+        for k in self.keys:
+            if k not in columns:
+                columns[k] = records.column(k)
+        for name in ("event_time", "raw_timestamp", "watermark", "lateness_ms", "window_start", "window_end", "partition", "offset"):
+            columns[name] = records.column(name)
+        # The whole original row as exact JSON (eventtime.core._json), rendered here for the few
+        # late / invalid records only.
+        columns["payload"] = pa.array(
+            [None if rec is None else row_json(rec.items()) for rec in records.column(C_REC).to_pylist()], pa.string()
+        ) if C_REC in records.column_names else records.column("payload")
+        records = pa.table(columns)
+        stats = table.select(["partition", "stat_max_event_time", "stat_rows", "watermark"]).filter(
+            pc.equal(kind, "partition_stats")
+        )
+        return panes, records, stats
+
+    def batch_stats(self, batch_id: int, panes, records, stats):
+        BatchStats, PartitionStats = _stats_class()
+        parts: dict[str, list] = {}
+        for p, t, n in zip(*[stats.column(c).to_pylist() for c in ("partition", "stat_max_event_time", "stat_rows")]):
+            name = "null" if p is None else str(p)
+            entry = parts.setdefault(name, [None, 0])
+            if t is not None:
+                entry[0] = t if entry[0] is None else max(entry[0], t)
+                self._seen_event_time = True
+            entry[1] += int(n)
+        kinds = records.column("kind").to_pylist()
+        import pyarrow.compute as pc
+
+        for table in (panes, records, stats):
+            if table.num_rows and "watermark" in table.column_names:
+                ms = pc.max(timestamp_ms(table.column("watermark"))).as_py()
+                if ms is not None:
+                    self._watermark_ms = ms if self._watermark_ms is None else max(self._watermark_ms, ms)
+        if self._pane_watermark_ms is not None:  # the panes' watermark (END_OF_INPUT_MS at the end)
+            self._watermark_ms = self._pane_watermark_ms if self._watermark_ms is None else max(self._watermark_ms, self._pane_watermark_ms)
+        partitions = {
+            name: PartitionStats(max_event_time_ms=t, rows=n) for name, (t, n) in parts.items()
+        } if self.meta.get("partition_col") else {}
+        return BatchStats(
+            batch_id=int(batch_id),
+            rows_in=sum(n for _, n in parts.values()),
+            panes=panes.num_rows,
+            late=kinds.count("late"),
+            invalid=kinds.count("invalid"),
+            watermark_ms=self._watermark_ms if self._seen_event_time else None,
+            partitions=partitions,
+        )
+
+    def _publish_watermark(self, spark, batch_id: int) -> None:
+        """Tell this batch's tasks its watermark (the map-side combine, Mapper.java): read from
+        the checkpoint's offset log, which Spark writes before it runs the batch. The value is
+        tagged with the query id and batch id, and tasks check both; without it (a remote
+        checkpoint, a static DataFrame) every row goes to the operator uncombined."""
+        context = spark.sparkContext
+        context.setLocalProperty(WATERMARK_PROPERTY, None)
+        local = _local_path(self.checkpoint) if self.checkpoint else None
+        query_id = self.query_id() if local is not None else ""
+        if not query_id:
+            return
+        try:
+            with open(os.path.join(local, "offsets", str(batch_id)), encoding="utf-8") as handle:
+                handle.readline()  # version
+                watermark = int(json.loads(handle.readline())["batchWatermarkMs"])
+        except (OSError, ValueError, KeyError):
+            return
+        context.setLocalProperty(WATERMARK_PROPERTY, f"{query_id}:{batch_id}:{watermark}")
+
+    def _handle(self, df: DataFrame, batch_id: int) -> None:
+        fault_point("after_commit", batch_id - 1)
+        if self.out.isStreaming:
+            self._publish_watermark(df.sparkSession, batch_id)
+        table = df.toArrow()  # one execution of the batch; everything below is on the driver
+        panes, records, stats_rows = self.split(table)
+        stats = self.batch_stats(batch_id, panes, records, stats_rows)
+        self.last_stats = stats
+        qid = self.query_id()
+        log.info(
+            "eventtime[%s] batch %s: rows_in=%s panes=%s late=%s invalid=%s watermark_ms=%s",
+            self.pipeline, batch_id, stats.rows_in, stats.panes, stats.late, stats.invalid, stats.watermark_ms,
+        )
+        import pyarrow.compute as pc
+
+        fault_point("before_write", batch_id)
+        if self.panes_sink is not None:
+            self.panes_sink(panes, batch_id, qid)
+        fault_point("between_writes", batch_id)
+        kind = records.column("kind")
+        if self.late_sink is not None and self.late_sink is self.invalid_sink:
+            self.late_sink(records, batch_id, qid)
+        else:
+            if self.late_sink is not None:
+                self.late_sink(records.filter(pc.equal(kind, "late")), batch_id, qid)
+            if self.invalid_sink is not None:
+                self.invalid_sink(records.filter(pc.equal(kind, "invalid")), batch_id, qid)
+        fault_point("after_write", batch_id)
+        if self.alerter is not None:
+            try:
+                self.alerter.on_batch(batch_id, records, stats)
+            except Exception:  # the alerter must never stop the pipeline
+                log.exception("eventtime[%s] alerter failed on batch %s", self.pipeline, batch_id)
+
+
+def route(
+    out: DataFrame,
+    panes: Optional[Callable] = None,
+    late: Optional[Callable] = None,
+    invalid: Optional[Callable] = None,
+    alerter: Any = None,
+    pipeline: str = "eventtime",
+) -> Router:
+    """Split the output of :func:`window_aggregate` into sinks; ``.start(checkpoint=...)`` runs it.
+
+    ``panes(table, batch_id, query_id)`` gets the panes, ``late(...)`` the late and invalid
+    records (or only the late ones when ``invalid`` is given), ``alerter.on_batch(batch_id,
+    records, stats)`` the records and a ``BatchStats``. Per-batch counts and the watermark
+    are also in ``StreamingQueryProgress.observedMetrics["eventtime_<pipeline>"]``.
+    """
+    return Router(out, panes=panes, late=late, invalid=invalid, alerter=alerter, pipeline=pipeline)

@@ -1,0 +1,95 @@
+"""EngineConfig, durations and aggregations validate at the edge and name the parameter."""
+
+from datetime import timedelta
+
+import pytest
+
+import eventtime
+from eventtime import EngineConfig, Tumbling
+from eventtime.core._duration import to_instant_ms, to_ms
+
+
+def test_durations_in_every_form():
+    assert to_ms("10 minutes", "x") == 600_000
+    assert to_ms("1 day 2 hours", "x") == 93_600_000
+    assert to_ms("interval 30 seconds", "x") == 30_000
+    assert to_ms(timedelta(milliseconds=1500), "x") == 1500
+    assert to_ms(250, "x") == 250
+
+
+def test_duration_errors_name_the_parameter():
+    with pytest.raises(ValueError, match="allowed_lateness must look like"):
+        to_ms("ten minutes", "allowed_lateness")
+    with pytest.raises(TypeError, match="allowed_lateness must be int milliseconds"):
+        to_ms(1.5, "allowed_lateness")
+    with pytest.raises(ValueError, match="whole number of milliseconds"):
+        to_ms(timedelta(microseconds=5), "size")
+
+
+def test_instants():
+    assert to_instant_ms("2000-01-01", "min_valid") == 946_684_800_000
+    assert to_instant_ms("2000-01-01T08:00:00+08:00", "min_valid") == 946_684_800_000
+    with pytest.raises(ValueError, match="min_valid must be an ISO-8601"):
+        to_instant_ms("soon", "min_valid")
+
+
+def test_config_normalises_durations_to_ms():
+    cfg = EngineConfig(Tumbling("1 minute"), max_out_of_orderness_ms="30 seconds", allowed_lateness_ms=timedelta(minutes=10))
+    assert (cfg.max_out_of_orderness_ms, cfg.allowed_lateness_ms) == (30_000, 600_000)
+    assert cfg.min_valid_ms == 946_684_800_000
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"window": "1 minute"}, TypeError, "window must be Tumbling"),
+        ({"allowed_lateness_ms": -1}, ValueError, "allowed_lateness_ms must be >= 0"),
+        ({"max_out_of_orderness_ms": "soon"}, ValueError, "max_out_of_orderness_ms must look like"),
+        ({"accumulation": "retracting"}, ValueError, "accumulation must be one of"),
+        ({"emit": "always"}, ValueError, "emit must be one of"),
+        ({"min_valid_ms": 0}, ValueError, "min_valid_ms must be >= 1"),
+        ({"aggregations": ()}, ValueError, "aggregations must not be empty"),
+        ({"aggregations": ("count",)}, TypeError, "aggregations must contain"),
+        ({"aggregations": (eventtime.count(), eventtime.count())}, ValueError, "distinct names"),
+    ],
+)
+def test_config_errors(kwargs, error, message):
+    args = {"window": Tumbling(1000), **kwargs}
+    with pytest.raises(error, match=message):
+        EngineConfig(**args)
+
+
+def test_builtin_aggregations():
+    rows = [(5, 3000), (None, 1000), (2, 1000), (float("nan"), 500), (9, 3000)]
+
+    def run(agg):
+        acc = agg.create()
+        for value, ts in rows:
+            acc = agg.add(acc, value, ts)
+        return agg.result(acc)
+
+    assert run(eventtime.count()) == 5
+    assert run(eventtime.sum("v")) == 16
+    assert run(eventtime.min("v")) == 2
+    assert run(eventtime.max("v")) == 9
+    assert run(eventtime.mean("v")) == pytest.approx(16 / 3)
+    assert run(eventtime.first("v")) == 2  # earliest non-null at ts 1000
+    assert run(eventtime.last("v")) == 9  # latest ts 3000, tie broken by the larger value
+
+
+def test_aggregation_merge_equals_sequential_add():
+    for agg in (eventtime.count(), eventtime.sum("v"), eventtime.mean("v"), eventtime.first("v"), eventtime.last("v")):
+        left = agg.add(agg.add(agg.create(), 1, 10), 7, 5)
+        right = agg.add(agg.create(), 3, 1)
+        seq = agg.add(agg.add(agg.add(agg.create(), 1, 10), 7, 5), 3, 1)
+        assert agg.result(agg.merge(left, right)) == agg.result(seq)
+
+
+def test_empty_aggregations_give_null():
+    for agg in (eventtime.sum("v"), eventtime.min("v"), eventtime.mean("v"), eventtime.first("v")):
+        assert agg.result(agg.create()) is None
+
+
+def test_user_defined_aggregate_validates_its_functions():
+    with pytest.raises(TypeError, match="merge must be callable"):
+        eventtime.aggregate("x", "v", create=list, add=lambda a, v: a, merge=None, result=len)

@@ -1,0 +1,66 @@
+"""Restarting with an incompatible configuration fails at start, naming what changed."""
+
+import pytest
+
+import eventtime
+from eventtime import EngineConfig, Sliding, Tumbling
+from eventtime.ops.compat import IncompatibleRestartError, check_and_store, state_fingerprint
+
+
+def fp(**overrides):
+    args = {"window": Tumbling("1 minute"), "aggregations": (eventtime.count(), eventtime.sum("amount")), "allowed_lateness_ms": 60_000}
+    keys = overrides.pop("keys", ["user"])
+    args.update(overrides)
+    return state_fingerprint(EngineConfig(**args), keys)
+
+
+def test_fresh_checkpoint_stores_and_same_config_resumes(tmp_path):
+    assert check_and_store(str(tmp_path), fp()) is None
+    assert check_and_store(str(tmp_path), fp()) == fp()
+
+
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        ({"window": Tumbling("2 minutes")}, "window"),
+        ({"window": Sliding("1 minute", "30 seconds")}, "window"),
+        ({"window": Tumbling("1 minute", offset="10 seconds")}, "window"),
+        ({"keys": ["user", "country"]}, "keys"),
+        ({"aggregations": (eventtime.count(),)}, "aggregations"),
+        ({"allowed_lateness_ms": 0}, "allowed_lateness_ms"),
+        ({"accumulation": "discarding"}, "accumulation"),
+        ({"emit": "final_only"}, "emit"),
+    ],
+)
+def test_incompatible_changes_are_refused_naming_the_field(tmp_path, change, named):
+    check_and_store(str(tmp_path), fp())
+    with pytest.raises(IncompatibleRestartError, match=rf"Changed: .*{named}: "):
+        check_and_store(str(tmp_path), fp(**change))
+
+
+def test_compatible_changes_are_allowed(tmp_path):
+    check_and_store(str(tmp_path), fp())
+    assert check_and_store(str(tmp_path), fp(max_out_of_orderness_ms=5000, max_future_ms=60_000, min_valid_ms="2010-01-01")) is not None
+
+
+def test_a_time_zone_that_does_not_move_the_grid_is_the_same_window():
+    # A 1-minute grid is the same in UTC and UTC+8: resuming is safe.
+    assert fp(window=Tumbling("1 minute", tz="UTC+8")) == fp()
+    assert fp(window=Tumbling("1 day", tz="UTC+8")) != fp(window=Tumbling("1 day"))
+
+
+@pytest.mark.parametrize("old_layout", [1, 2])
+def test_checkpoint_of_the_pandas_engine_is_refused_with_what_to_do(tmp_path, old_layout):
+    """Layouts 1 and 2 (pickled frames per hash bucket) cannot be read by the JVM operator."""
+    from eventtime.spark.aggregate import NUM_BUCKETS, STATE_LAYOUT
+
+    old = {**fp(), "num_buckets": 8, "layout": old_layout}
+    if old_layout == 1:
+        del old["layout"]
+    check_and_store(str(tmp_path), old)
+    with pytest.raises(IncompatibleRestartError) as err:
+        check_and_store(str(tmp_path), {**fp(), "layout": STATE_LAYOUT, "buckets": NUM_BUCKETS})
+    text = str(err.value)
+    assert f"checkpoint layout {old_layout}, this version writes layout 3" in text
+    assert "kept per key by the JVM operator" in text
+    assert "end_of_input=True" in text and "fresh_start=True" in text

@@ -26,8 +26,10 @@ demo: $(VENV)/.installed
 bench: $(VENV)/.installed
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/bench_windowing.py $(BENCH_ARGS)
 
+# Two pytest processes (one per core), each with whole test files: a file's Spark session and
+# fixtures stay in one process.
 test: $(VENV)/.installed
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q -n 2 --dist loadfile
 
 # The pure core and unit tests only (no Spark engine run), for use between changes; CI runs `make test`.
 test-fast: $(VENV)/.installed

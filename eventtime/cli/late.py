@@ -23,6 +23,9 @@ Example:
     >>> args = parser.parse_args(["late", "summary", "--table", "/nonexistent", "--format", "json"])
     >>> args.late_command, args.format
     ('summary', 'json')
+
+Why one module of about 400 lines: the four subcommands' argument parsing, output and
+exit codes, which share the table opening and error reporting.
 """
 
 from __future__ import annotations
@@ -364,7 +367,7 @@ def plot_figure(df: Any, time_col: str, title: str) -> Any:
 
 
 def _optimize(args: argparse.Namespace, out: TextIO) -> int:
-    from eventtime.sinks.delta import compact
+    from ..sinks.tables import compact
 
     _check_table(args)
     if (args.retention_hours is not None or args.dry_run) and not args.vacuum:

@@ -22,6 +22,9 @@ Example:
 
 The Spark reader, :func:`read_late_spark`, reads exactly the Parquet files of the
 current Delta snapshot (``DeltaTable.file_uris()``), so it needs no delta-spark.
+
+Why one module of over 400 lines: the pyarrow and Spark readers, the summary and the
+filters share ``LateFilter``, the one statement of the filters.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from eventtime.sinks.delta import TS, latest_panes, snapshot_dataset
+from ..sinks.schema import TS
+from ..sinks.tables import latest_panes, snapshot_dataset
 
 __all__ = [
     "LateTableNotFoundError",

@@ -29,7 +29,6 @@ Example:
     >>> sink(records, 0, "query-1").written      # re-run of batch 0: skipped
     False
 """
-
 from __future__ import annotations
 
 import abc
@@ -43,8 +42,11 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 
 import pyarrow as pa
 
-from ..core._json import key_json
 import pyarrow.compute as pc
+
+from .schema import RECORD_SCHEMA, TS, _prepare_panes, _prepare_records
+from .spark_delta import spark_has_delta, write_via_spark
+from .tables import _check_path, compact, latest_panes, snapshot_dataset
 
 __all__ = [
     "DeltaSinkError",
@@ -52,6 +54,7 @@ __all__ = [
     "DeltaLateSink",
     "DeltaResultsSink",
     "RECORD_SCHEMA",
+    "TS",
     "latest_panes",
     "snapshot_dataset",
     "compact",
@@ -60,48 +63,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-TS = pa.timestamp("us", tz="UTC")
-
-#: The record columns of the router contract and the types the late table stores.
-RECORD_SCHEMA = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("reason", pa.string()),
-        ("key", pa.string()),
-        ("event_time", TS),
-        ("raw_timestamp", pa.string()),
-        ("watermark", TS),
-        ("lateness_ms", pa.int64()),
-        ("window_start", TS),
-        ("window_end", TS),
-        ("partition", pa.string()),
-        ("offset", pa.int64()),
-        ("payload", pa.string()),
-    ]
-)
-
-#: Columns the late sink adds in front of the record columns.
-LATE_META_SCHEMA = pa.schema(
-    [
-        ("pipeline", pa.string()),
-        ("query_id", pa.string()),
-        ("batch_id", pa.int64()),
-        ("detected_at", TS),
-        ("detected_date", pa.date32()),
-    ]
-)
-
-PANE_REQUIRED = ("window_start", "window_end", "pane_timing", "pane_index", "is_final")
-PANE_META_SCHEMA = pa.schema(
-    [
-        ("pipeline", pa.string()),
-        ("query_id", pa.string()),
-        ("batch_id", pa.int64()),
-        ("written_at", TS),
-    ]
-)
-
 
 class DeltaSinkError(RuntimeError):
     """A batch could not be written to a Delta table after all retries.
@@ -137,16 +98,6 @@ class WriteResult:
 
 # ---------------------------------------------------------------------------
 # validation helpers
-
-
-def _check_path(path: object) -> str:
-    if isinstance(path, os.PathLike):
-        path = os.fspath(path)
-    if not isinstance(path, str):
-        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
-    if not path:
-        raise ValueError("path must not be empty")
-    return path
 
 
 def _local_table_path(path: str) -> str | None:
@@ -225,182 +176,6 @@ def _check_batch_id(batch_id: object) -> int:
     if batch_id < 0:
         raise ValueError(f"batch_id must be >= 0, got {batch_id}")
     return int(batch_id)
-
-
-# ---------------------------------------------------------------------------
-# Arrow normalisation
-
-
-def _normalise_column(arr: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Make a column storable in Delta: timestamps -> us UTC, null -> string, dict -> values."""
-    t = arr.type
-    if pa.types.is_dictionary(t):
-        arr = arr.cast(t.value_type)
-        t = arr.type
-    if pa.types.is_null(t):
-        return pa.chunked_array([pa.nulls(len(arr), pa.string())])
-    if pa.types.is_timestamp(t) and (t.unit != "us" or t.tz not in ("UTC", "+00:00")):
-        if t.tz is None:
-            # naive timestamps of the contract are UTC wall clock
-            arr = arr.cast(pa.timestamp(t.unit, tz="UTC"))
-        return pc.cast(arr, TS, safe=False)
-    return arr
-
-
-def _cast_to(arr: pa.ChunkedArray, target: pa.DataType, name: str) -> pa.ChunkedArray:
-    arr = _normalise_column(arr)
-    if arr.type == target:
-        return arr
-    if pa.types.is_string(target) and pa.types.is_large_string(arr.type):
-        return arr.cast(target)
-    try:
-        return arr.cast(target)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise ValueError(f"column {name!r} has type {arr.type}, expected {target}: {exc}") from exc
-
-
-def _prepare_records(table: pa.Table, pipeline: str, query_id: str, batch_id: int, detected_at: _dt.datetime) -> pa.Table:
-    if not isinstance(table, pa.Table):
-        raise TypeError(f"table must be a pyarrow.Table, got {type(table).__name__}")
-    names = table.column_names
-    for col in ("kind", "reason"):
-        if col not in names:
-            raise ValueError(f"record table is missing the required column {col!r} (has {names})")
-    for col in LATE_META_SCHEMA.names:
-        if col in names:
-            raise ValueError(f"record table column {col!r} collides with a column the late sink adds")
-    n = table.num_rows
-    cols: dict[str, pa.ChunkedArray] = {}
-    cols["pipeline"] = pa.chunked_array([pa.array([pipeline] * n, pa.string())])
-    cols["query_id"] = pa.chunked_array([pa.array([query_id] * n, pa.string())])
-    cols["batch_id"] = pa.chunked_array([pa.array([batch_id] * n, pa.int64())])
-    cols["detected_at"] = pa.chunked_array([pa.array([detected_at] * n, TS)])
-    cols["detected_date"] = pa.chunked_array([pa.array([detected_at.date()] * n, pa.date32())])
-    for field in RECORD_SCHEMA:
-        if field.name in names:
-            cols[field.name] = _cast_to(table.column(field.name), field.type, field.name)
-        else:
-            cols[field.name] = pa.chunked_array([pa.nulls(n, field.type)])
-    for name in names:  # key columns and any extra column, after the contract columns
-        if name not in cols:
-            cols[name] = _normalise_column(table.column(name))
-    return pa.table(cols)
-
-
-def _key_json(table: pa.Table, key_columns: Sequence[str]) -> pa.Array:
-    if not key_columns:
-        return pa.array(["{}"] * table.num_rows, pa.string())
-    names = list(key_columns)
-    columns = [table.column(k).to_pylist() for k in names]
-    return pa.array([key_json(names, values) for values in zip(*columns)], pa.string())
-
-
-def _prepare_panes(
-    table: pa.Table,
-    pipeline: str,
-    query_id: str,
-    batch_id: int,
-    written_at: _dt.datetime,
-    key_columns: Sequence[str] | None,
-) -> pa.Table:
-    if not isinstance(table, pa.Table):
-        raise TypeError(f"table must be a pyarrow.Table, got {type(table).__name__}")
-    names = table.column_names
-    for col in PANE_REQUIRED:
-        if col not in names:
-            raise ValueError(f"pane table is missing the required column {col!r} (has {names})")
-    for col in PANE_META_SCHEMA.names:
-        if col in names:
-            raise ValueError(f"pane table column {col!r} collides with a column the results sink adds")
-    if key_columns is None:
-        # contract: key columns come first, before window_start
-        key_columns = names[: names.index("window_start")]
-    missing = [k for k in key_columns if k not in names]
-    if missing:
-        raise ValueError(f"key_columns {missing} are not columns of the pane table (has {names})")
-    n = table.num_rows
-    cols: dict[str, pa.ChunkedArray] = {
-        "pipeline": pa.chunked_array([pa.array([pipeline] * n, pa.string())]),
-        "query_id": pa.chunked_array([pa.array([query_id] * n, pa.string())]),
-        "batch_id": pa.chunked_array([pa.array([batch_id] * n, pa.int64())]),
-        "written_at": pa.chunked_array([pa.array([written_at] * n, TS)]),
-    }
-    if "key" not in names:
-        cols["key"] = pa.chunked_array([_key_json(table, key_columns)])
-    for name in names:
-        cols[name] = _normalise_column(table.column(name))
-    cols["window_start"] = _cast_to(cols["window_start"], TS, "window_start")
-    cols["window_end"] = _cast_to(cols["window_end"], TS, "window_end")
-    cols["pane_timing"] = _cast_to(cols["pane_timing"], pa.string(), "pane_timing")
-    cols["pane_index"] = _cast_to(cols["pane_index"], pa.int64(), "pane_index")
-    cols["is_final"] = _cast_to(cols["is_final"], pa.bool_(), "is_final")
-    return pa.table(cols)
-
-
-# ---------------------------------------------------------------------------
-# Spark / delta-spark
-
-
-def spark_has_delta(spark: Any) -> bool:
-    """Whether a Spark session has Delta Lake (delta-spark) available.
-
-    True when ``spark.sql.extensions`` names the Delta extension and the class
-    ``io.delta.tables.DeltaTable`` can be loaded by the JVM.
-
-    >>> spark_has_delta(None)
-    False
-    """
-    if spark is None:
-        return False
-    try:
-        ext = spark.conf.get("spark.sql.extensions", "") or ""
-    except Exception:  # noqa: BLE001 - a conf read must never break detection
-        ext = ""
-    try:
-        jvm = spark._jvm  # not available on Spark Connect
-        jvm.java.lang.Class.forName(
-            "io.delta.tables.DeltaTable", True, jvm.Thread.currentThread().getContextClassLoader()
-        )
-        has_class = True
-    except Exception:  # noqa: BLE001
-        has_class = False
-    return has_class and "DeltaSparkSessionExtension" in ext
-
-
-def write_via_spark(
-    spark: Any,
-    data: Any,
-    path: str,
-    app_id: str,
-    version: int,
-    partition_by: Sequence[str] | None = None,
-) -> None:
-    """Append ``data`` (a ``pyarrow.Table`` or Spark DataFrame) to a Delta table through
-    Spark's ``delta`` format, idempotently: delta-spark skips the write when the table
-    already has a transaction ``txnAppId`` with ``txnVersion >= version``.
-
-    Requires delta-spark on the session's classpath (see :func:`spark_has_delta`).
-
-    Example (needs delta-spark):
-        ``write_via_spark(spark, table, "/data/late", "eventtime/late/p/q1", 7, ["detected_date"])``
-    """
-    if not spark_has_delta(spark):
-        raise RuntimeError(
-            "write_via_spark needs a Spark session with Delta Lake configured "
-            "(delta-spark jars on the classpath and spark.sql.extensions="
-            "io.delta.sql.DeltaSparkSessionExtension)"
-        )
-    df = spark.createDataFrame(data) if isinstance(data, pa.Table) else data
-    writer = (
-        df.write.format("delta")
-        .mode("append")
-        .option("txnAppId", app_id)
-        .option("txnVersion", str(int(version)))
-        .option("mergeSchema", "true")
-    )
-    if partition_by:
-        writer = writer.partitionBy(*partition_by)
-    writer.save(path)
 
 
 # ---------------------------------------------------------------------------
@@ -691,107 +466,3 @@ class DeltaResultsSink(_DeltaSink):
 
     def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime) -> pa.Table:
         return _prepare_panes(table, self.pipeline, query_id, batch_id, now, self.key_columns)
-
-
-# ---------------------------------------------------------------------------
-# reading panes, maintenance
-
-
-_SAFE_READER_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "checkpointProtection"}
-
-
-def snapshot_dataset(dt: Any) -> "Any":
-    """A ``pyarrow.dataset.Dataset`` over exactly the data files of the table's current
-    snapshot, read with pyarrow's own local filesystem.
-
-    delta-rs' ``to_pyarrow_dataset()`` reads through a Python filesystem handler; a
-    process that used it often aborts at interpreter exit ("terminate called without
-    an active exception", exit 134; delta-rs#2184, arrow#34314 -- about 9 runs in 10
-    here). Local tables without deletion vectors or column mapping are therefore read
-    directly: ``file_uris()`` + the table schema + hive partition values. Other
-    tables (object stores, reader features) fall back to ``to_pyarrow_dataset()``.
-    """
-    import urllib.parse
-
-    import pyarrow.dataset as ds
-
-    uri = dt.table_uri
-    parsed = urllib.parse.urlparse(uri)
-    proto = dt.protocol()
-    features = set(proto.reader_features or [])
-    plain = proto.min_reader_version == 1 or (proto.min_reader_version >= 3 and features <= _SAFE_READER_FEATURES)
-    if parsed.scheme not in ("", "file") or not plain:
-        return dt.to_pyarrow_dataset()
-    root = urllib.parse.unquote(parsed.path).rstrip("/") or "/"
-    schema = pa.schema(dt.schema().to_arrow())
-    part_cols = list(dt.metadata().partition_columns)
-    partitioning = (
-        ds.partitioning(pa.schema([schema.field(c) for c in part_cols]), flavor="hive") if part_cols else None
-    )
-    return ds.dataset(
-        dt.file_uris(), schema=schema, format="parquet", partitioning=partitioning, partition_base_dir=root
-    )
-
-
-def latest_panes(
-    path: str | os.PathLike[str],
-    storage_options: Mapping[str, str] | None = None,
-    pipeline: str | None = None,
-) -> "Any":
-    """The latest pane per ``(pipeline, key, window_start, window_end)`` of a results table
-    as a pandas DataFrame: the highest ``pane_index`` (ties: the highest ``batch_id``).
-
-    Example:
-        ``latest_panes("/data/results").query("is_final")``
-    """
-    from deltalake import DeltaTable
-
-    path = _check_path(path)
-    dt = DeltaTable(path, storage_options=dict(storage_options) if storage_options else None)
-    dataset = snapshot_dataset(dt)
-    expr = None if pipeline is None else (pc.field("pipeline") == pipeline)
-    df = dataset.to_table(filter=expr).to_pandas()
-    if df.empty:
-        return df
-    group = ["pipeline", "key", "window_start", "window_end"]
-    df = df.sort_values(group + ["pane_index", "batch_id"], ascending=[True] * 4 + [False, False], kind="stable")
-    return df.drop_duplicates(subset=group, keep="first").reset_index(drop=True)
-
-
-def compact(
-    path: str | os.PathLike[str],
-    storage_options: Mapping[str, str] | None = None,
-    target_size: int | None = None,
-    vacuum: bool = False,
-    retention_hours: int | None = None,
-    enforce_retention_duration: bool = True,
-    dry_run: bool = False,
-) -> dict[str, Any]:
-    """Small-file hygiene: ``optimize.compact()`` the table, then optionally ``vacuum`` it.
-
-    App transactions survive compaction (they live in the log state), so exactly-once
-    skipping keeps working. Returns ``{"compact": <delta-rs metrics>, "vacuumed": [files]}``.
-
-    Example:
-        ``compact("/data/late", vacuum=True, retention_hours=168)``
-    """
-    from deltalake import DeltaTable
-
-    path = _check_path(path)
-    if target_size is not None and (isinstance(target_size, bool) or not isinstance(target_size, int) or target_size <= 0):
-        raise ValueError(f"target_size must be a positive int of bytes, got {target_size!r}")
-    if retention_hours is not None and (
-        isinstance(retention_hours, bool) or not isinstance(retention_hours, int) or retention_hours < 0
-    ):
-        raise ValueError(f"retention_hours must be an int >= 0, got {retention_hours!r}")
-    dt = DeltaTable(path, storage_options=dict(storage_options) if storage_options else None)
-    metrics = dt.optimize.compact(target_size=target_size)
-    vacuumed: list[str] = []
-    if vacuum:
-        dt.update_incremental()
-        vacuumed = dt.vacuum(
-            retention_hours=retention_hours,
-            dry_run=dry_run,
-            enforce_retention_duration=enforce_retention_duration,
-        )
-    return {"compact": metrics, "vacuumed": list(vacuumed)}

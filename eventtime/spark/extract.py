@@ -31,6 +31,10 @@ The transform adds internal columns (all prefixed ``__et_``):
   event time, so invalid records never move the watermark (measured, Spark 4.3).
 
 The settings are kept as metadata of ``__et_ms`` for :func:`window_aggregate`.
+
+Why one module of about 400 lines: each input type's parsing (numbers in four units,
+ISO-8601 and strptime strings, dates, local times in a zone) is a Spark SQL expression
+written next to the others, as core/timestamps.py writes them in Python.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from eventtime.sinks import DeltaLateSink, DeltaResultsSink
-from eventtime.sinks.delta import snapshot_dataset
+from eventtime.sinks import snapshot_dataset
 
 UTC = dt.timezone.utc
 W = dt.datetime(2024, 5, 1, 8, 0, tzinfo=UTC)

@@ -1,5 +1,8 @@
 package eventtime.jvm;
 
+// Why one file of over 400 lines: one accumulator for seven aggregation kinds over exact
+// integers, decimals and floats, with the byte encoding they share (core/aggregations.py).
+
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;

@@ -1,5 +1,8 @@
 package eventtime.jvm;
 
+// Why one file of over 400 lines: the per-key state, its byte encoding, the handling of a
+// bucket's rows and the timer sweep all work on the same private state records.
+
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;

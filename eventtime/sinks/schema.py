@@ -1,0 +1,170 @@
+"""The columns of the two Delta tables, and the Arrow normalisation of a batch to them.
+
+The late-data table: the record columns of the router contract (docs/architecture.md) plus
+the run's columns (``pipeline``, ``query_id``, ``batch_id``, ``detected_at``,
+``detected_date``); the results table: the panes plus ``pipeline``, ``query_id``,
+``batch_id``, ``written_at`` and the ``key`` text.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..core._json import key_json
+
+__all__ = ["TS", "RECORD_SCHEMA", "LATE_META_SCHEMA", "PANE_META_SCHEMA", "PANE_REQUIRED"]
+
+TS = pa.timestamp("us", tz="UTC")
+
+#: The record columns of the router contract and the types the late table stores.
+RECORD_SCHEMA = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("reason", pa.string()),
+        ("key", pa.string()),
+        ("event_time", TS),
+        ("raw_timestamp", pa.string()),
+        ("watermark", TS),
+        ("lateness_ms", pa.int64()),
+        ("window_start", TS),
+        ("window_end", TS),
+        ("partition", pa.string()),
+        ("offset", pa.int64()),
+        ("payload", pa.string()),
+    ]
+)
+
+#: Columns the late sink adds in front of the record columns.
+LATE_META_SCHEMA = pa.schema(
+    [
+        ("pipeline", pa.string()),
+        ("query_id", pa.string()),
+        ("batch_id", pa.int64()),
+        ("detected_at", TS),
+        ("detected_date", pa.date32()),
+    ]
+)
+
+PANE_REQUIRED = ("window_start", "window_end", "pane_timing", "pane_index", "is_final")
+PANE_META_SCHEMA = pa.schema(
+    [
+        ("pipeline", pa.string()),
+        ("query_id", pa.string()),
+        ("batch_id", pa.int64()),
+        ("written_at", TS),
+    ]
+)
+
+
+# ---------------------------------------------------------------------------
+# Arrow normalisation
+
+
+def _normalise_column(arr: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Make a column storable in Delta: timestamps -> us UTC, null -> string, dict -> values."""
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        arr = arr.cast(t.value_type)
+        t = arr.type
+    if pa.types.is_null(t):
+        return pa.chunked_array([pa.nulls(len(arr), pa.string())])
+    if pa.types.is_timestamp(t) and (t.unit != "us" or t.tz not in ("UTC", "+00:00")):
+        if t.tz is None:
+            # naive timestamps of the contract are UTC wall clock
+            arr = arr.cast(pa.timestamp(t.unit, tz="UTC"))
+        return pc.cast(arr, TS, safe=False)
+    return arr
+
+
+def _cast_to(arr: pa.ChunkedArray, target: pa.DataType, name: str) -> pa.ChunkedArray:
+    arr = _normalise_column(arr)
+    if arr.type == target:
+        return arr
+    if pa.types.is_string(target) and pa.types.is_large_string(arr.type):
+        return arr.cast(target)
+    try:
+        return arr.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise ValueError(f"column {name!r} has type {arr.type}, expected {target}: {exc}") from exc
+
+
+def _prepare_records(table: pa.Table, pipeline: str, query_id: str, batch_id: int, detected_at: _dt.datetime) -> pa.Table:
+    if not isinstance(table, pa.Table):
+        raise TypeError(f"table must be a pyarrow.Table, got {type(table).__name__}")
+    names = table.column_names
+    for col in ("kind", "reason"):
+        if col not in names:
+            raise ValueError(f"record table is missing the required column {col!r} (has {names})")
+    for col in LATE_META_SCHEMA.names:
+        if col in names:
+            raise ValueError(f"record table column {col!r} collides with a column the late sink adds")
+    n = table.num_rows
+    cols: dict[str, pa.ChunkedArray] = {}
+    cols["pipeline"] = pa.chunked_array([pa.array([pipeline] * n, pa.string())])
+    cols["query_id"] = pa.chunked_array([pa.array([query_id] * n, pa.string())])
+    cols["batch_id"] = pa.chunked_array([pa.array([batch_id] * n, pa.int64())])
+    cols["detected_at"] = pa.chunked_array([pa.array([detected_at] * n, TS)])
+    cols["detected_date"] = pa.chunked_array([pa.array([detected_at.date()] * n, pa.date32())])
+    for field in RECORD_SCHEMA:
+        if field.name in names:
+            cols[field.name] = _cast_to(table.column(field.name), field.type, field.name)
+        else:
+            cols[field.name] = pa.chunked_array([pa.nulls(n, field.type)])
+    for name in names:  # key columns and any extra column, after the contract columns
+        if name not in cols:
+            cols[name] = _normalise_column(table.column(name))
+    return pa.table(cols)
+
+
+def _key_json(table: pa.Table, key_columns: Sequence[str]) -> pa.Array:
+    if not key_columns:
+        return pa.array(["{}"] * table.num_rows, pa.string())
+    names = list(key_columns)
+    columns = [table.column(k).to_pylist() for k in names]
+    return pa.array([key_json(names, values) for values in zip(*columns)], pa.string())
+
+
+def _prepare_panes(
+    table: pa.Table,
+    pipeline: str,
+    query_id: str,
+    batch_id: int,
+    written_at: _dt.datetime,
+    key_columns: Sequence[str] | None,
+) -> pa.Table:
+    if not isinstance(table, pa.Table):
+        raise TypeError(f"table must be a pyarrow.Table, got {type(table).__name__}")
+    names = table.column_names
+    for col in PANE_REQUIRED:
+        if col not in names:
+            raise ValueError(f"pane table is missing the required column {col!r} (has {names})")
+    for col in PANE_META_SCHEMA.names:
+        if col in names:
+            raise ValueError(f"pane table column {col!r} collides with a column the results sink adds")
+    if key_columns is None:
+        # contract: key columns come first, before window_start
+        key_columns = names[: names.index("window_start")]
+    missing = [k for k in key_columns if k not in names]
+    if missing:
+        raise ValueError(f"key_columns {missing} are not columns of the pane table (has {names})")
+    n = table.num_rows
+    cols: dict[str, pa.ChunkedArray] = {
+        "pipeline": pa.chunked_array([pa.array([pipeline] * n, pa.string())]),
+        "query_id": pa.chunked_array([pa.array([query_id] * n, pa.string())]),
+        "batch_id": pa.chunked_array([pa.array([batch_id] * n, pa.int64())]),
+        "written_at": pa.chunked_array([pa.array([written_at] * n, TS)]),
+    }
+    if "key" not in names:
+        cols["key"] = pa.chunked_array([_key_json(table, key_columns)])
+    for name in names:
+        cols[name] = _normalise_column(table.column(name))
+    cols["window_start"] = _cast_to(cols["window_start"], TS, "window_start")
+    cols["window_end"] = _cast_to(cols["window_end"], TS, "window_end")
+    cols["pane_timing"] = _cast_to(cols["pane_timing"], pa.string(), "pane_timing")
+    cols["pane_index"] = _cast_to(cols["pane_index"], pa.int64(), "pane_index")
+    cols["is_final"] = _cast_to(cols["is_final"], pa.bool_(), "is_final")
+    return pa.table(cols)

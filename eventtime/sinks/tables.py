@@ -1,0 +1,125 @@
+"""Reading the Delta tables eventtime writes (the current snapshot's files, the latest pane
+of each window) and their maintenance (``compact``)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["snapshot_dataset", "latest_panes", "compact"]
+
+
+def _check_path(path: object) -> str:
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if not isinstance(path, str):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    if not path:
+        raise ValueError("path must not be empty")
+    return path
+
+# ---------------------------------------------------------------------------
+# reading panes, maintenance
+
+
+_SAFE_READER_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "checkpointProtection"}
+
+
+def snapshot_dataset(dt: Any) -> "Any":
+    """A ``pyarrow.dataset.Dataset`` over exactly the data files of the table's current
+    snapshot, read with pyarrow's own local filesystem.
+
+    delta-rs' ``to_pyarrow_dataset()`` reads through a Python filesystem handler; a
+    process that used it often aborts at interpreter exit ("terminate called without
+    an active exception", exit 134; delta-rs#2184, arrow#34314 -- about 9 runs in 10
+    here). Local tables without deletion vectors or column mapping are therefore read
+    directly: ``file_uris()`` + the table schema + hive partition values. Other
+    tables (object stores, reader features) fall back to ``to_pyarrow_dataset()``.
+    """
+    import urllib.parse
+
+    import pyarrow.dataset as ds
+
+    uri = dt.table_uri
+    parsed = urllib.parse.urlparse(uri)
+    proto = dt.protocol()
+    features = set(proto.reader_features or [])
+    plain = proto.min_reader_version == 1 or (proto.min_reader_version >= 3 and features <= _SAFE_READER_FEATURES)
+    if parsed.scheme not in ("", "file") or not plain:
+        return dt.to_pyarrow_dataset()
+    root = urllib.parse.unquote(parsed.path).rstrip("/") or "/"
+    schema = pa.schema(dt.schema().to_arrow())
+    part_cols = list(dt.metadata().partition_columns)
+    partitioning = (
+        ds.partitioning(pa.schema([schema.field(c) for c in part_cols]), flavor="hive") if part_cols else None
+    )
+    return ds.dataset(
+        dt.file_uris(), schema=schema, format="parquet", partitioning=partitioning, partition_base_dir=root
+    )
+
+
+def latest_panes(
+    path: str | os.PathLike[str],
+    storage_options: Mapping[str, str] | None = None,
+    pipeline: str | None = None,
+) -> "Any":
+    """The latest pane per ``(pipeline, key, window_start, window_end)`` of a results table
+    as a pandas DataFrame: the highest ``pane_index`` (ties: the highest ``batch_id``).
+
+    Example:
+        ``latest_panes("/data/results").query("is_final")``
+    """
+    from deltalake import DeltaTable
+
+    path = _check_path(path)
+    dt = DeltaTable(path, storage_options=dict(storage_options) if storage_options else None)
+    dataset = snapshot_dataset(dt)
+    expr = None if pipeline is None else (pc.field("pipeline") == pipeline)
+    df = dataset.to_table(filter=expr).to_pandas()
+    if df.empty:
+        return df
+    group = ["pipeline", "key", "window_start", "window_end"]
+    df = df.sort_values(group + ["pane_index", "batch_id"], ascending=[True] * 4 + [False, False], kind="stable")
+    return df.drop_duplicates(subset=group, keep="first").reset_index(drop=True)
+
+
+def compact(
+    path: str | os.PathLike[str],
+    storage_options: Mapping[str, str] | None = None,
+    target_size: int | None = None,
+    vacuum: bool = False,
+    retention_hours: int | None = None,
+    enforce_retention_duration: bool = True,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """Small-file hygiene: ``optimize.compact()`` the table, then optionally ``vacuum`` it.
+
+    App transactions survive compaction (they live in the log state), so exactly-once
+    skipping keeps working. Returns ``{"compact": <delta-rs metrics>, "vacuumed": [files]}``.
+
+    Example:
+        ``compact("/data/late", vacuum=True, retention_hours=168)``
+    """
+    from deltalake import DeltaTable
+
+    path = _check_path(path)
+    if target_size is not None and (isinstance(target_size, bool) or not isinstance(target_size, int) or target_size <= 0):
+        raise ValueError(f"target_size must be a positive int of bytes, got {target_size!r}")
+    if retention_hours is not None and (
+        isinstance(retention_hours, bool) or not isinstance(retention_hours, int) or retention_hours < 0
+    ):
+        raise ValueError(f"retention_hours must be an int >= 0, got {retention_hours!r}")
+    dt = DeltaTable(path, storage_options=dict(storage_options) if storage_options else None)
+    metrics = dt.optimize.compact(target_size=target_size)
+    vacuumed: list[str] = []
+    if vacuum:
+        dt.update_incremental()
+        vacuumed = dt.vacuum(
+            retention_hours=retention_hours,
+            dry_run=dry_run,
+            enforce_retention_duration=enforce_retention_duration,
+        )
+    return {"compact": metrics, "vacuumed": list(vacuumed)}

@@ -20,8 +20,9 @@ from typing import Callable, Optional, TextIO
 
 from ..core.config import EngineConfig
 from ..core.conservation import ConservationReport, conservation
-from .demo_data import DEMO_SCHEMA_DDL, DemoStream, write_stream
+from ..core.kinds import RECORD_KINDS
 from ..core.window import Tumbling
+from .demo_data import DEMO_SCHEMA_DDL, DemoStream, write_stream
 
 __all__ = ["run_demo", "DemoError", "demo_pipeline"]
 
@@ -200,9 +201,9 @@ def run_demo(
     import pandas as pd
 
     from ..ops.alerts import Alerter
-    from .late import main as late_main
     from ..ops.compat import CheckpointMissingError
     from ..spark import local_session
+    from .late import main as late_main
 
     def say(line: str) -> None:
         out.write(line + "\n")
@@ -257,7 +258,7 @@ def run_demo(
     late = late if late is not None else pd.DataFrame(columns=["kind", "reason", "payload"])
     say("\nsummary")
     say(f"  panes by timing: {dict(sorted(panes['pane_timing'].value_counts().items()))}")
-    for kind in ("late", "invalid"):
+    for kind in RECORD_KINDS:
         reasons = late.loc[late["kind"] == kind, "reason"].value_counts()
         say(f"  {kind} records by reason: {dict(sorted(reasons.items()))}")
     config = _config(stream)

@@ -38,6 +38,7 @@ import os
 import sys
 from typing import Any, Callable, Sequence, TextIO
 
+from ..core.kinds import RECORD_KINDS
 from ..core.timestamps import INVALID_REASONS, TOO_LATE
 
 __all__ = ["register", "main", "run"]
@@ -103,7 +104,7 @@ def register(subparsers: Any, hard_exit: bool = True) -> argparse.ArgumentParser
     def filters(p: argparse.ArgumentParser) -> None:
         p.add_argument("--reason", action="append", choices=REASONS, metavar="REASON",
                        help=f"filter on reason (repeatable): {', '.join(REASONS)}")
-        p.add_argument("--kind", action="append", choices=["late", "invalid"], help="filter on kind")
+        p.add_argument("--kind", action="append", choices=list(RECORD_KINDS), help="filter on kind")
         p.add_argument("--partition", action="append", help="filter on source partition (repeatable)")
         p.add_argument("--key", help='key filter: JSON object, col=value, or a value')
         p.add_argument("--since", type=_iso_arg("--since"), help="inclusive lower time bound (ISO-8601, naive = UTC)")

@@ -13,9 +13,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from .kinds import BUILTIN_AGGREGATIONS, COUNT, FIRST, LAST, MAX, MEAN, MIN, SUM, UDAF
+
 __all__ = ["Aggregation", "count", "sum", "min", "max", "mean", "first", "last", "aggregate", "mean_of"]
 
-BUILTIN_KINDS = ("count", "sum", "min", "max", "mean", "first", "last")
+BUILTIN_KINDS = BUILTIN_AGGREGATIONS
 
 
 def _is_null(value: Any) -> bool:
@@ -77,68 +79,68 @@ class Aggregation:
 
     def __post_init__(self) -> None:
         _check_name(self.kind, "kind")
-        if self.kind not in BUILTIN_KINDS + ("udaf",):
-            raise ValueError(f"kind must be one of {BUILTIN_KINDS + ('udaf',)}, got {self.kind!r}")
+        if self.kind not in BUILTIN_KINDS + (UDAF,):
+            raise ValueError(f"kind must be one of {BUILTIN_KINDS + (UDAF,)}, got {self.kind!r}")
         _check_name(self.name, "name")
-        if self.kind != "count":
+        if self.kind != COUNT:
             _check_name(self.column, "column")
-        if self.kind == "udaf":
+        if self.kind == UDAF:
             for part in ("_create", "_add", "_merge", "_result"):
                 if not callable(getattr(self, part)):
                     raise TypeError(f"{part[1:]} must be callable, got {getattr(self, part)!r}")
 
     def create(self) -> Any:
-        if self.kind == "count":
+        if self.kind == COUNT:
             return 0
-        if self.kind == "mean":
+        if self.kind == MEAN:
             return (0, 0)
-        if self.kind == "udaf":
+        if self.kind == UDAF:
             return self._create()
         return None
 
     def add(self, acc: Any, value: Any, ts_ms: int) -> Any:
         """Add one record's ``value`` (of ``column``) with event time ``ts_ms``."""
         kind = self.kind
-        if kind == "count":
+        if kind == COUNT:
             return acc + 1
-        if kind == "udaf":
+        if kind == UDAF:
             return self._add(acc, value)
         if _is_null(value):
             return acc
         return self.merge(acc, self._single(value, ts_ms))
 
     def _single(self, value: Any, ts_ms: int) -> Any:
-        if self.kind == "mean":
+        if self.kind == MEAN:
             return (value, 1)
-        if self.kind in ("first", "last"):
+        if self.kind in (FIRST, LAST):
             return (ts_ms, value)
         return value
 
     def merge(self, a: Any, b: Any) -> Any:
         kind = self.kind
-        if kind == "count":
+        if kind == COUNT:
             return a + b
-        if kind == "udaf":
+        if kind == UDAF:
             return self._merge(a, b)
-        if kind == "mean":
+        if kind == MEAN:
             return (_exact_add(a[0], b[0]), a[1] + b[1])
         if a is None:
             return b
         if b is None:
             return a
-        if kind == "sum":
+        if kind == SUM:
             return _exact_add(a, b)
-        if kind in ("min", "first"):
+        if kind in (MIN, FIRST):
             return builtins.min(a, b)
         return builtins.max(a, b)  # max, last
 
     def result(self, acc: Any) -> Any:
         kind = self.kind
-        if kind == "udaf":
+        if kind == UDAF:
             return self._result(acc)
-        if kind == "mean":
+        if kind == MEAN:
             return mean_of(acc[0], acc[1]) if acc[1] else None
-        if kind in ("first", "last"):
+        if kind in (FIRST, LAST):
             return None if acc is None else acc[1]
         return acc
 
@@ -149,7 +151,7 @@ def count(name: str = "count") -> Aggregation:
     >>> count().name
     'count'
     """
-    return Aggregation("count", name)
+    return Aggregation(COUNT, name)
 
 
 def sum(column: str, name: Optional[str] = None) -> Aggregation:  # noqa: A001 - public API mirrors SQL
@@ -158,32 +160,32 @@ def sum(column: str, name: Optional[str] = None) -> Aggregation:  # noqa: A001 -
     >>> sum("amount").name
     'sum_amount'
     """
-    return Aggregation("sum", name or f"sum_{column}", column)
+    return Aggregation(SUM, name or f"sum_{column}", column)
 
 
 def min(column: str, name: Optional[str] = None) -> Aggregation:  # noqa: A001
     """Smallest value of ``column``."""
-    return Aggregation("min", name or f"min_{column}", column)
+    return Aggregation(MIN, name or f"min_{column}", column)
 
 
 def max(column: str, name: Optional[str] = None) -> Aggregation:  # noqa: A001
     """Largest value of ``column``."""
-    return Aggregation("max", name or f"max_{column}", column)
+    return Aggregation(MAX, name or f"max_{column}", column)
 
 
 def mean(column: str, name: Optional[str] = None) -> Aggregation:
     """Arithmetic mean of ``column``."""
-    return Aggregation("mean", name or f"mean_{column}", column)
+    return Aggregation(MEAN, name or f"mean_{column}", column)
 
 
 def first(column: str, name: Optional[str] = None) -> Aggregation:
     """Value of ``column`` at the earliest event time (ties: the smallest value)."""
-    return Aggregation("first", name or f"first_{column}", column)
+    return Aggregation(FIRST, name or f"first_{column}", column)
 
 
 def last(column: str, name: Optional[str] = None) -> Aggregation:
     """Value of ``column`` at the latest event time (ties: the largest value)."""
-    return Aggregation("last", name or f"last_{column}", column)
+    return Aggregation(LAST, name or f"last_{column}", column)
 
 
 def aggregate(
@@ -204,4 +206,4 @@ def aggregate(
     >>> distinct.result(distinct.add(distinct.add(distinct.create(), "a", 0), "a", 1))
     1
     """
-    return Aggregation("udaf", name, column, create, add, merge, result)
+    return Aggregation(UDAF, name, column, create, add, merge, result)

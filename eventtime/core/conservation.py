@@ -13,6 +13,7 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
+from .kinds import INVALID_RECORD, LATE_RECORD
 from .trigger import DISCARDING, FINAL_ONLY
 from .window import Tumbling, WindowAssigner
 
@@ -94,8 +95,8 @@ def conservation(
     if len(records):
         duplicated_records = int(records.duplicated(subset=list(record_identity)).sum())
         records = records.drop_duplicates(subset=list(record_identity))
-        late = int((records["kind"] == "late").sum())
-        invalid_rows = records[records["kind"] == "invalid"]
+        late = int((records["kind"] == LATE_RECORD).sum())
+        invalid_rows = records[records["kind"] == INVALID_RECORD]
         if heartbeat_column is not None and len(invalid_rows):
             invalid_rows = invalid_rows[~invalid_rows["payload"].map(lambda p: _is_heartbeat(p, heartbeat_column))]
         invalid = int(len(invalid_rows))

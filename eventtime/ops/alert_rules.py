@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..core.kinds import LATE_RECORD, RECORD_KINDS
 from ..core.timestamps import MALFORMED_RECORD, TOO_LATE
 from .monitor import BatchStats, PartitionFinding
 
@@ -64,12 +65,12 @@ def record_groups(records: Any) -> list[tuple[str, str, Any]]:
     if records is None or not records.num_rows or "reason" not in records.column_names:
         return groups
     kinds = records.column("kind") if "kind" in records.column_names else None
-    for kind in ("late", "invalid"):
+    for kind in RECORD_KINDS:
         if kinds is not None:
             sub = records.filter(pc.equal(kinds, kind))
         else:
             mask = pc.equal(records.column("reason"), TOO_LATE)
-            sub = records.filter(mask if kind == "late" else pc.invert(mask))
+            sub = records.filter(mask if kind == LATE_RECORD else pc.invert(mask))
         if sub.num_rows == 0:
             continue
         vc = pc.value_counts(sub.column("reason").combine_chunks())
@@ -131,7 +132,7 @@ def record_alert(pipeline: str, batch_id: int, kind: str, reason: str, group: An
         "partitions": partitions,
         "samples": _samples(group, max_samples),
     }
-    if kind == "late":
+    if kind == LATE_RECORD:
         max_lat = pc.max(group.column("lateness_ms")).as_py() if "lateness_ms" in group.column_names else None
         data["max_lateness_ms"] = max_lat
         message = (

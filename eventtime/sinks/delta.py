@@ -41,7 +41,6 @@ import time
 from typing import Any, Callable, Literal, Mapping, Sequence
 
 import pyarrow as pa
-
 import pyarrow.compute as pc
 
 from .schema import RECORD_SCHEMA, TS, _prepare_panes, _prepare_records

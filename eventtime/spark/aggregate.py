@@ -20,6 +20,7 @@ from ..core import aggregations as _agg
 from ..core._duration import to_ms
 from ..core.aggregations import Aggregation
 from ..core.config import EngineConfig
+from ..core.kinds import COUNT, MAX, MEAN, MIN, SUM, UDAF
 from ..core.trigger import ACCUMULATING, ON_TIME_AND_LATE
 from ..core.window import WindowAssigner
 from .extract import event_time_settings
@@ -102,12 +103,12 @@ def _check_columns(
         if agg.column is None:
             continue
         dtype = need(f"aggregations[{i}] ({agg.kind} {agg.name!r})", agg.column)
-        if agg.kind in ("sum", "mean") and not isinstance(dtype, _NUMERIC):
+        if agg.kind in (SUM, MEAN) and not isinstance(dtype, _NUMERIC):
             raise TypeError(
                 f"aggregations[{i}]: {agg.kind}({agg.column!r}) needs a numeric column, but {agg.column!r} is "
                 f"{dtype.simpleString()}; cast it first (e.g. F.col({agg.column!r}).cast('double'))"
             )
-        if agg.kind in ("min", "max") and not isinstance(dtype, _ORDERED):
+        if agg.kind in (MIN, MAX) and not isinstance(dtype, _ORDERED):
             raise TypeError(
                 f"aggregations[{i}]: {agg.kind}({agg.column!r}) needs an orderable column (number, string, boolean, "
                 f"date, timestamp, binary), but {agg.column!r} is {dtype.simpleString()}"
@@ -130,14 +131,14 @@ def _check_columns(
 
 
 def _agg_type(agg: Aggregation, schema: T.StructType) -> T.DataType:
-    if agg.kind == "count":
+    if agg.kind == COUNT:
         return T.LongType()
     source = schema[agg.column].dataType
-    if agg.kind == "sum":
+    if agg.kind == SUM:
         if isinstance(source, T.DecimalType):  # Spark's own rule for sum(decimal(p, s))
             return T.DecimalType(min(38, source.precision + 10), source.scale)
         return T.LongType() if isinstance(source, _INTEGRAL) else T.DoubleType()
-    if agg.kind == "mean":
+    if agg.kind == MEAN:
         return T.DoubleType()
     return source
 
@@ -217,7 +218,7 @@ def window_aggregate(
     # Window, aggregations (objects, distinct names), lateness and modes, before any Spark work.
     EngineConfig(window, aggregations, allowed_lateness_ms=lateness_ms, accumulation=accumulation, emit=emit)
     for i, agg in enumerate(aggregations):
-        if getattr(agg, "kind", None) == "udaf":
+        if getattr(agg, "kind", None) == UDAF:
             raise ValueError(
                 f"aggregations[{i}] ({agg.name!r}) is a user-defined aggregation: the Spark engine runs in the JVM and "
                 "computes the built-in ones (count, sum, mean, min, max, first, last); user-defined aggregations "

@@ -48,7 +48,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..core._duration import event_zone, to_instant_ms
-from ..core.trigger import END_OF_INPUT_MS
 from ..core.timestamps import (
     BEFORE_MIN_VALID,
     DEFAULT_MAX_FUTURE_MS,
@@ -60,6 +59,7 @@ from ..core.timestamps import (
     UNPARSEABLE_TIMESTAMP,
     quarantine_bounds,
 )
+from ..core.trigger import END_OF_INPUT_MS
 
 __all__ = ["with_event_time", "META_KEY", "event_time_settings", "DEFAULT_CORRUPT_RECORD_COL"]
 

@@ -20,9 +20,10 @@ import uuid
 from datetime import datetime
 from typing import Any, Optional, Union
 
+from ..core.kinds import LATE_RECORD
 from ..core.scenario import Scenario, parse_scenario
-from .extract import with_event_time
 from .aggregate import timestamp_ms, window_aggregate
+from .extract import with_event_time
 from .router import route
 
 __all__ = ["run_scenario", "ReplayRunner", "wait_for_file"]
@@ -200,7 +201,7 @@ class ReplayRunner:
             for j in range(t.num_rows):
                 rec = self.records[json.loads(payloads[j])["rid"]]
                 value = rec.fields.get("value")
-                if kinds[j] == "late":
+                if kinds[j] == LATE_RECORD:
                     late.append({"key": rec.key, "ts": event_time[j], "value": value, "reason": reasons[j], "watermark_ms": wm[j]})
                 else:
                     invalid.append({"key": rec.key, "ts": rec.ts, "value": value, "reason": reasons[j]})

@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..core._json import key_json, row_json
+from ..core.kinds import INVALID_RECORD, LATE_RECORD, PANE, PARTITION_STATS, RECORD_KINDS
 from ..ops.faults import fault_point
 from .aggregate import _META, C_REC, WATERMARK_PROPERTY, timestamp_ms
 
@@ -149,9 +150,9 @@ class Router:
         self.metrics_name = f"eventtime_{pipeline}"
         self.out = out.observe(
             self.metrics_name,
-            F.count(F.when(F.col("kind") == "pane", 1)).alias("panes"),
-            F.count(F.when(F.col("kind") == "late", 1)).alias("late"),
-            F.count(F.when(F.col("kind") == "invalid", 1)).alias("invalid"),
+            F.count(F.when(F.col("kind") == PANE, 1)).alias("panes"),
+            F.count(F.when(F.col("kind") == LATE_RECORD, 1)).alias("late"),
+            F.count(F.when(F.col("kind") == INVALID_RECORD, 1)).alias("invalid"),
             F.coalesce(F.sum("stat_rows"), F.lit(0)).alias("rows_in"),
             F.max(F.unix_millis(F.col("watermark"))).alias("watermark_ms"),
         )
@@ -384,7 +385,7 @@ class Router:
 
         kind = table.column("kind")
         # select the few columns each output needs first, then filter only those
-        pane_mask = pc.equal(kind, "pane")
+        pane_mask = pc.equal(kind, PANE)
         panes = table.select(
             [*self.keys, "window_start", "window_end", "pane_timing", "pane_index", "is_final", *self.agg_names]
         ).filter(pane_mask)
@@ -393,7 +394,7 @@ class Router:
         record_cols = ["kind", "reason", *self.keys, "event_time", "raw_timestamp", "watermark", "lateness_ms",
                        "window_start", "window_end", "partition", "offset"]
         record_cols += [C_REC] if C_REC in table.column_names else ["payload"]
-        records = table.select(list(dict.fromkeys(record_cols))).filter(pc.is_in(kind, pa.array(["late", "invalid"])))
+        records = table.select(list(dict.fromkeys(record_cols))).filter(pc.is_in(kind, pa.array(list(RECORD_KINDS))))
         keys_text = [
             key_json(self.keys, values) for values in zip(*[records.column(k).to_pylist() for k in self.keys])
         ] if self.keys else ["{}"] * records.num_rows
@@ -414,7 +415,7 @@ class Router:
         ) if C_REC in records.column_names else records.column("payload")
         records = pa.table(columns)
         stats = table.select(["partition", "stat_max_event_time", "stat_rows", "watermark"]).filter(
-            pc.equal(kind, "partition_stats")
+            pc.equal(kind, PARTITION_STATS)
         )
         return panes, records, stats
 
@@ -445,8 +446,8 @@ class Router:
             batch_id=int(batch_id),
             rows_in=sum(n for _, n in parts.values()),
             panes=panes.num_rows,
-            late=kinds.count("late"),
-            invalid=kinds.count("invalid"),
+            late=kinds.count(LATE_RECORD),
+            invalid=kinds.count(INVALID_RECORD),
             watermark_ms=self._watermark_ms if self._seen_event_time else None,
             partitions=partitions,
         )
@@ -494,9 +495,9 @@ class Router:
             self.late_sink(records, batch_id, qid)
         else:
             if self.late_sink is not None:
-                self.late_sink(records.filter(pc.equal(kind, "late")), batch_id, qid)
+                self.late_sink(records.filter(pc.equal(kind, LATE_RECORD)), batch_id, qid)
             if self.invalid_sink is not None:
-                self.invalid_sink(records.filter(pc.equal(kind, "invalid")), batch_id, qid)
+                self.invalid_sink(records.filter(pc.equal(kind, INVALID_RECORD)), batch_id, qid)
         fault_point("after_write", batch_id)
         if self.alerter is not None:
             try:

@@ -11,8 +11,7 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pytest
 
-from eventtime.sinks import DeltaLateSink, DeltaResultsSink
-from eventtime.sinks import snapshot_dataset
+from eventtime.sinks import DeltaLateSink, DeltaResultsSink, snapshot_dataset
 
 UTC = dt.timezone.utc
 W = dt.datetime(2024, 5, 1, 8, 0, tzinfo=UTC)

@@ -8,10 +8,10 @@ import time
 import pyarrow as pa
 import pytest
 import sentry_sdk
+from sentry_receiver import SentryReceiver, closed_port
 
 from eventtime.ops.alerts import Alerter
 from eventtime.ops.monitor import BatchStats, PartitionStats
-from sentry_receiver import SentryReceiver, closed_port
 
 NO_PROXY = {"http_proxy": ""}
 

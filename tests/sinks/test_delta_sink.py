@@ -8,13 +8,20 @@ import importlib.util
 import json
 import os
 
+import deltalake
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-import deltalake
-from eventtime.sinks import DeltaLateSink, DeltaResultsSink, DeltaSinkError, compact, latest_panes
-from eventtime.sinks import snapshot_dataset, spark_has_delta
+from eventtime.sinks import (
+    DeltaLateSink,
+    DeltaResultsSink,
+    DeltaSinkError,
+    compact,
+    latest_panes,
+    snapshot_dataset,
+    spark_has_delta,
+)
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2024, 3, 1, 12, 0, tzinfo=UTC)

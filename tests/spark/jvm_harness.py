@@ -16,9 +16,9 @@ from typing import Any
 from pyspark.sql import types as T
 
 from eventtime.core.scenario import Scenario, parse_scenario
-from eventtime.spark.aggregate import CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, _agg_type, engine_spec, output_schema
 from eventtime.core.timestamps import extract
 from eventtime.core.trigger import END_OF_INPUT_MS, next_watermark
+from eventtime.spark.aggregate import CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, _agg_type, engine_spec, output_schema
 
 
 class JvmReplay:

@@ -14,10 +14,10 @@ when and by which batch a row was written -- unless the kill regrouped the micro
 
 from __future__ import annotations
 
-import os
-import random
 import ast
 import json
+import os
+import random
 import re
 import shutil
 import signal

@@ -12,11 +12,19 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from typed_harness import AGGREGATIONS, ARROW_SCHEMA, config_of, diff_typed, render_panes, render_records, run_reference_typed
+from typed_harness import (
+    AGGREGATIONS,
+    ARROW_SCHEMA,
+    config_of,
+    diff_typed,
+    render_panes,
+    render_records,
+    run_reference_typed,
+)
 
 import eventtime
-from eventtime.ops.compat import IncompatibleRestartError
 from eventtime.core.trigger import END_OF_INPUT_MS
+from eventtime.ops.compat import IncompatibleRestartError
 from property_tests.strategies import MAX_FUTURE_MS, NOW_MS, TYPED_COLUMNS
 
 pytestmark = pytest.mark.spark

@@ -120,8 +120,8 @@ def test_jvm_window_arithmetic_is_the_python_rules(spark, params, timestamps, wa
 
     from eventtime import Sliding, Tumbling
     from eventtime.core.config import EngineConfig
-    from eventtime.spark.aggregate import engine_spec, output_schema
     from eventtime.core.trigger import is_expired
+    from eventtime.spark.aggregate import engine_spec, output_schema
 
     size, slide, offset, lateness = params
     window = Tumbling(size, offset=offset) if slide == size else Sliding(size, slide, offset=offset)

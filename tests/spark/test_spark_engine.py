@@ -16,8 +16,8 @@ from transcripts import load_transcript, transcript_paths
 
 import eventtime
 from eventtime.core.scenario import diff_outputs, parse_scenario, run_reference
-from eventtime.spark.replay import run_scenario
 from eventtime.core.timestamps import extract
+from eventtime.spark.replay import run_scenario
 from property_tests.strategies import scenarios
 
 pytestmark = pytest.mark.spark

@@ -15,8 +15,8 @@ import pytest
 
 import eventtime
 from eventtime.core.scenario import ScenarioError
-from eventtime.spark.replay import run_scenario
 from eventtime.core.timestamps import parse_timestamp
+from eventtime.spark.replay import run_scenario
 
 pytestmark = pytest.mark.spark
 

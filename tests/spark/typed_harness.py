@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 
 import eventtime
 from eventtime import EngineConfig, Record, ReferenceEngine, Sliding, Tumbling
-from eventtime.spark.replay import _watermark_ms, wait_for_file
 from eventtime.spark.aggregate import timestamp_ms
+from eventtime.spark.replay import _watermark_ms, wait_for_file
 from property_tests.strategies import MAX_FUTURE_MS, NOW_MS, TYPED_COLUMNS
 
 AGGREGATIONS = (

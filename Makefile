@@ -6,7 +6,7 @@ PYTHON ?= python3
 DEMO_DIR ?= demo-output
 BENCH_ARGS ?= --rows 500000
 
-.PHONY: demo test test-fast install bench clean
+.PHONY: demo test test-fast test-spark install bench clean
 
 $(VENV)/.installed: pyproject.toml $(wildcard eventtime/jvm/src/eventtime/jvm/*.java)
 	bash scripts/ensure-java.sh
@@ -34,6 +34,10 @@ test: $(VENV)/.installed
 # The pure core and unit tests only (no Spark engine run), for use between changes; CI runs `make test`.
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -p no:cacheprovider -q --ignore=tests/spark -m "not spark"
+
+# The Spark engine tests alone (real queries, crash / restart, local-cluster), in two processes.
+test-spark: $(VENV)/.installed
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q -n 2 --dist loadfile -m spark
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) example-output .pytest_cache .hypothesis

@@ -169,7 +169,7 @@ class Router:
         import threading
 
         self._failure_reported = threading.Event()
-        self.last_stats = None
+        self._last_stats = None
 
     # -- the query ----------------------------------------------------------------------
     def start(
@@ -337,7 +337,7 @@ class Router:
             )
         self._query_id = f"batch-{uuid.uuid4()}"
         self._handle(self.out, 0)
-        return self.last_stats
+        return self._last_stats
 
     def _check_no_orphaned_tables(self, checkpoint: str, fresh_start: bool) -> None:
         from ..ops.compat import CheckpointMissingError
@@ -478,7 +478,7 @@ class Router:
         table = df.toArrow()  # one execution of the batch; everything below is on the driver
         panes, records, stats_rows = self.split(table)
         stats = self.batch_stats(batch_id, panes, records, stats_rows)
-        self.last_stats = stats
+        self._last_stats = stats
         qid = self.query_id()
         log.info(
             "eventtime[%s] batch %s: rows_in=%s panes=%s late=%s invalid=%s watermark_ms=%s",

@@ -1,0 +1,79 @@
+"""The layout holds (docs/architecture.md): the core imports nothing outside it and no Spark,
+no module imports itself back through others, and modules over ~400 lines say why."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import eventtime
+
+PACKAGE = Path(eventtime.__file__).parent
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _top_level_imports(name: str, path: Path) -> set[str]:
+    """Modules imported when ``name`` is imported (not those imported inside functions)."""
+    tree = ast.parse(path.read_text())
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_the_core_imports_only_the_core_and_no_spark():
+    for name, path in _modules().items():
+        if name.startswith("eventtime.core."):
+            imported = _top_level_imports(name, path)
+            outside = {m for m in imported if m.startswith("eventtime") and not m.startswith("eventtime.core")}
+            assert not outside, f"{name} imports {sorted(outside)}"
+            assert not {m for m in imported if m.split(".")[0] in ("pyspark", "py4j")}, name
+
+
+def test_no_import_cycle():
+    modules = _modules()
+    graph = {name: {m for m in _top_level_imports(name, path) if m in modules and m != name}
+             for name, path in modules.items()}
+    # a package's __init__ importing its own modules is not a cycle of the modules
+    for name in graph:
+        graph[name] = {m for m in graph[name] if not name.startswith(m + ".")}
+    state: dict[str, int] = {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for nxt in graph[node]:
+            if state.get(nxt) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(trail[trail.index(nxt):] + [nxt]))
+            if nxt not in state:
+                visit(nxt, trail + [nxt])
+        state[node] = 2
+
+    for name in graph:
+        if name not in state:
+            visit(name, [name])
+
+
+def test_long_modules_say_why_at_their_top():
+    for path in [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.java")]:
+        text = path.read_text()
+        if text.count("\n") > 420:
+            assert "Why one " in text[:3000], f"{path.relative_to(PACKAGE.parent)}: {text.count(chr(10))} lines, no reason"

@@ -60,10 +60,6 @@ class SentryClient:
             self._scope.set_tag("environment", environment)
         self.timeout_s = timeout_s
 
-    @property
-    def open(self) -> bool:
-        return self._client is not None
-
     def capture(self, event: dict[str, Any]) -> str | None:
         """Queue one event; its id, or None once closed."""
         if self._client is None:

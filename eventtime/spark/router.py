@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from ..core._json import key_json, row_json
 from ..core.kinds import INVALID_RECORD, LATE_RECORD, PANE, PARTITION_STATS, RECORD_KINDS
 from ..ops.faults import fault_point
+from ..ops.monitor import BatchStats, PartitionStats
 from .aggregate import _META, C_REC, WATERMARK_PROPERTY, timestamp_ms
 
 __all__ = ["Router", "route"]
@@ -80,17 +81,6 @@ def _signature_text(function: Callable) -> str:
         return f"the arguments {inspect.signature(function)}"
     except (TypeError, ValueError):  # pragma: no cover - only called when the signature was read
         return "other arguments"
-
-
-def _stats_class():
-    try:
-        from ..ops.monitor import BatchStats, PartitionStats  # the sinks helper's contract
-
-        return BatchStats, PartitionStats
-    except ImportError:  # pragma: no cover - before monitor.py exists
-        from types import SimpleNamespace
-
-        return (lambda **kw: SimpleNamespace(**kw)), (lambda **kw: SimpleNamespace(**kw))
 
 
 class Router:
@@ -420,7 +410,6 @@ class Router:
         return panes, records, stats
 
     def batch_stats(self, batch_id: int, panes, records, stats):
-        BatchStats, PartitionStats = _stats_class()
         parts: dict[str, list] = {}
         for p, t, n in zip(*[stats.column(c).to_pylist() for c in ("partition", "stat_max_event_time", "stat_rows")]):
             name = "null" if p is None else str(p)

@@ -34,7 +34,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * the signal (a file holding a count), then one row per raise. Its offset is {@code {"signal":
  * n}}, the JSON the earlier Python data source wrote, so checkpoints of either read the same.
  * It runs in the JVM: a Python data source cost a round trip to a Python process on every
- * micro-batch (measured: about 65 ms of a 700 ms tiny batch).
+ * micro-batch and a Python source runner per query (measured on tiny demo batches: median
+ * 659 ms with the Python source, 630 ms with this one).
  *
  * <p>{@code spark.readStream.format("eventtime.jvm.ControlSource").option("signal_path", p).load()}
  */

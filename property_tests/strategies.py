@@ -61,8 +61,77 @@ def scenarios(draw, max_batches: int = 6, max_records: int = 8):
 
 def flushed(scenario: dict) -> dict:
     """The scenario plus a last batch whose heartbeat purges every window."""
-    flush = {"ts": NOW_MS + MAX_FUTURE_MS, "heartbeat": True}
+    flush = {"ts": scenario["now_ms"] + scenario["max_future_ms"], "heartbeat": True}
     return {**scenario, "batches": [*scenario["batches"], [flush]]}
+
+
+# ----------------------------------------------------------------------------------------
+# Calendar windows: hours around the DST changes of 2024 and a leap-year month end, so that
+# 23- and 25-hour days, 169-hour weeks and month ends meet lateness and out-of-orderness.
+# ----------------------------------------------------------------------------------------
+
+HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
+CALENDAR_BASES_MS = (
+    1_711_800_000_000,  # 2024-03-30T12:00Z: Berlin springs forward the next night
+    1_729_944_000_000,  # 2024-10-26T12:00Z: Berlin falls back the next night
+    1_730_548_800_000,  # 2024-11-02T12:00Z: New York falls back the next night
+    1_709_121_600_000,  # 2024-02-28T12:00Z: the end of February 2024
+)
+
+
+@st.composite
+def calendar_windows(draw):
+    window = {
+        "type": "calendar",
+        "unit": draw(st.sampled_from(["day", "day", "week", "month"])),
+        "tz": draw(st.sampled_from(["Europe/Berlin", "America/New_York", "America/Havana", "UTC+8"])),
+    }
+    if window["unit"] == "week":
+        window["week_start"] = draw(st.sampled_from(["monday", "sunday"]))
+    return window
+
+
+@st.composite
+def calendar_scenarios(draw, max_batches: int = 6, max_records: int = 8):
+    """A replay scenario with calendar windows; every data record's ``value`` is a unique id."""
+    counter = iter(range(1, 10**9))
+    base = draw(st.sampled_from(CALENDAR_BASES_MS))
+    now_ms, max_future_ms = base + 30 * DAY_MS, 30 * DAY_MS
+    invalid = [None, "garbage", 0, -5, now_ms + max_future_ms + 1]
+    clock = base
+    batches = []
+    for _ in range(draw(st.integers(min_value=1, max_value=max_batches))):
+        batch = []
+        for _ in range(draw(st.integers(0, max_records))):
+            kind = draw(st.sampled_from(["data"] * 8 + ["heartbeat", "invalid"]))
+            if kind == "invalid":
+                batch.append({"key": "a", "ts": draw(st.sampled_from(invalid)), "value": next(counter)})
+                continue
+            # whole hours (local midnights are whole UTC hours in these zones) and a millisecond either side
+            ts = clock + draw(st.integers(-36, 6)) * HOUR_MS + draw(st.sampled_from([0, 0, -1, 1, 1_800_000]))
+            if kind == "heartbeat":
+                batch.append({"ts": ts, "heartbeat": True})
+            else:
+                batch.append({"key": draw(st.sampled_from(["a", "b"])), "ts": ts, "value": next(counter)})
+        batches.append(batch)
+        clock += draw(st.integers(min_value=0, max_value=30)) * HOUR_MS
+    return {
+        "window": draw(calendar_windows()),
+        "max_out_of_orderness_ms": draw(st.sampled_from([0, HOUR_MS, 6 * HOUR_MS])),
+        "allowed_lateness_ms": draw(st.sampled_from([0, HOUR_MS, DAY_MS])),
+        "accumulation": draw(st.sampled_from(["accumulating", "discarding"])),
+        "emit": draw(st.sampled_from(["on_time_and_late", "final_only"])),
+        "min_valid_ms": 1,
+        "max_future_ms": max_future_ms,
+        "now_ms": now_ms,
+        "batches": batches,
+    }
+
+
+def any_scenarios(max_batches: int = 6, max_records: int = 8):
+    """Fixed-grid or calendar scenarios."""
+    return st.one_of(scenarios(max_batches, max_records), calendar_scenarios(max_batches, max_records))
 
 
 # ----------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from . import aggregations as agg
 from ._duration import event_zone
 from .config import EngineConfig
 from .reference import BatchResult, Record, ReferenceEngine
-from .window import Sliding, Tumbling, WindowAssigner
+from .window import Calendar, Sliding, Tumbling, WindowAssigner
 
 __all__ = ["Scenario", "load_scenario", "parse_scenario", "render_batch", "run_reference", "normalise_output"]
 
@@ -32,7 +32,11 @@ _TOP_FIELDS = {
     "batches",
 }
 _RECORD_FIELDS = {"key", "ts", "value", "heartbeat", "partition"}
-_WINDOW_FIELDS = {"tumbling": {"type", "size_ms", "offset_ms"}, "sliding": {"type", "size_ms", "slide_ms", "offset_ms"}}
+_WINDOW_FIELDS = {
+    "tumbling": {"type", "size_ms", "offset_ms"},
+    "sliding": {"type", "size_ms", "slide_ms", "offset_ms"},
+    "calendar": {"type", "unit", "tz", "week_start"},
+}
 SCENARIO_AGGREGATIONS = (agg.count("count"), agg.sum("value", name="sum"))
 
 
@@ -61,8 +65,16 @@ def _check_fields(obj: Any, allowed: set, where: str) -> None:
 
 def _window(spec: Any) -> WindowAssigner:
     if not isinstance(spec, dict) or spec.get("type") not in _WINDOW_FIELDS:
-        raise ScenarioError(f"window.type must be 'tumbling' or 'sliding', got {spec!r}")
+        raise ScenarioError(f"window.type must be one of {sorted(_WINDOW_FIELDS)}, got {spec!r}")
     _check_fields(spec, _WINDOW_FIELDS[spec["type"]], "window")
+    if spec["type"] == "calendar":
+        for required in ("unit", "tz"):
+            if required not in spec:
+                raise ScenarioError(f"window.{required} is required for a calendar window")
+        try:
+            return Calendar(spec["unit"], tz=spec["tz"], week_start=spec.get("week_start", "monday"))
+        except (TypeError, ValueError) as exc:
+            raise ScenarioError(f"window: {exc}") from None
     if "size_ms" not in spec:
         raise ScenarioError("window.size_ms is required")
     try:

@@ -8,11 +8,12 @@ from __future__ import annotations
 import abc
 import math
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
 from typing import NamedTuple
 
-from ._duration import to_ms, tz_offset_ms
+from ._duration import event_zone, to_ms, tz_offset_ms
 
-__all__ = ["Window", "WindowAssigner", "Tumbling", "Sliding"]
+__all__ = ["Window", "WindowAssigner", "Tumbling", "Sliding", "Calendar", "CALENDAR_UNITS", "WEEKDAYS"]
 
 
 class Window(NamedTuple):
@@ -35,7 +36,36 @@ class Window(NamedTuple):
 
 
 class WindowAssigner(abc.ABC):
-    """Base of the window assigners. Windows start at ``offset_ms + k * slide_ms``."""
+    """Base of the window assigners.
+
+    Every window is a union of consecutive *slices*; a record lies in exactly one slice, and
+    every window containing the record contains its whole slice. The Spark engine aggregates
+    per slice and merges slices when a window fires.
+    """
+
+    @abc.abstractmethod
+    def assign(self, ts_ms: int) -> list[Window]:
+        """All windows containing ``ts_ms``, ordered by start."""
+
+    @abc.abstractmethod
+    def slice_start(self, ts_ms: int) -> int:
+        """Start of the slice containing ``ts_ms``."""
+
+    @abc.abstractmethod
+    def windows_of_slice(self, slice_start_ms: int) -> list[Window]:
+        """The windows that contain the whole slice starting at ``slice_start_ms``."""
+
+    @abc.abstractmethod
+    def slices_of(self, window: Window) -> list[int]:
+        """Starts of the slices that make up ``window``."""
+
+    @abc.abstractmethod
+    def to_dict(self) -> dict:
+        """The assigner as the replay contract's ``window`` object."""
+
+
+class _FixedGrid(WindowAssigner):
+    """Windows of a fixed size starting at ``offset_ms + k * slide_ms``."""
 
     size_ms: int
     slide_ms: int
@@ -87,21 +117,35 @@ class WindowAssigner(abc.ABC):
         """Starts of the slices that make up ``window``."""
         return list(range(window.start_ms, window.end_ms, self.slice_ms))
 
-    @abc.abstractmethod
-    def to_dict(self) -> dict:
-        """The assigner as the replay contract's ``window`` object."""
-
 
 def _aligned_offset(offset: object, tz: object) -> int:
     offset_ms = to_ms(offset, "offset")
     if tz is not None:
+        try:
+            zone_offset = tz_offset_ms(tz, "tz")
+        except ValueError:
+            if isinstance(tz, str) and _is_zone_name(tz):
+                raise ValueError(
+                    f"tz={tz!r} is a named zone whose offset can change (daylight saving time); fixed-size "
+                    f"windows need a fixed offset such as 'UTC+8'. For local days, weeks or months in "
+                    f"{tz!r} use Calendar('day', tz={tz!r})"
+                ) from None
+            raise
         # Local midnight in UTC+z is at -z UTC, so windows shift back by the zone's offset.
-        offset_ms -= tz_offset_ms(tz, "tz")
+        offset_ms -= zone_offset
     return offset_ms
 
 
+def _is_zone_name(tz: str) -> bool:
+    try:
+        event_zone(tz)
+    except ValueError:
+        return False
+    return True
+
+
 @dataclass(frozen=True, init=False)
-class Tumbling(WindowAssigner):
+class Tumbling(_FixedGrid):
     """Fixed-size, non-overlapping windows, aligned to the epoch plus ``offset`` or to ``tz``'s midnight.
 
     >>> Tumbling("1 day", tz="UTC+8").assign(0)   # 1970-01-01T00:00Z is 08:00 local
@@ -128,7 +172,7 @@ class Tumbling(WindowAssigner):
 
 
 @dataclass(frozen=True, init=False)
-class Sliding(WindowAssigner):
+class Sliding(_FixedGrid):
     """Windows of ``size`` starting every ``slide``; a record falls in about ``size / slide`` windows.
 
     >>> Sliding("10 minutes", "5 minutes").assign(0)
@@ -150,3 +194,92 @@ class Sliding(WindowAssigner):
 
     def to_dict(self) -> dict:
         return {"type": "sliding", "size_ms": self.size_ms, "slide_ms": self.slide_ms, "offset_ms": self.offset_ms}
+
+
+CALENDAR_UNITS = ("day", "week", "month")
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MS = timedelta(milliseconds=1)
+
+
+@dataclass(frozen=True, init=False)
+class Calendar(WindowAssigner):
+    """Local days, weeks or months in a time zone, from local midnight to local midnight.
+
+    ``tz`` is an IANA zone (``"Europe/Berlin"``) or a fixed offset (``"UTC+8"``). In a zone
+    with daylight saving time a day is 23 or 25 hours long twice a year; a month has its real
+    length. Weeks start on ``week_start``. Windows are half-open and tile time without gaps:
+    each ends where the next begins.
+
+    >>> day = Calendar("day", tz="Europe/Berlin").assign(1_711_846_800_000)  # 2024-03-31T01:00Z
+    >>> (day[0].end_ms - day[0].start_ms) // 3_600_000                       # the 23-hour day
+    23
+    >>> Calendar("month", tz="UTC+8").assign(0)                               # Jan 1970 in UTC+8
+    [Window(start_ms=-28800000, end_ms=2649600000)]
+    """
+
+    unit: str
+    tz: str
+    week_start: str
+
+    def __init__(self, unit: str, tz: object = "UTC", week_start: str = "monday") -> None:
+        if not isinstance(unit, str):
+            raise TypeError(f"unit must be one of {CALENDAR_UNITS}, got {type(unit).__name__} {unit!r}")
+        if unit not in CALENDAR_UNITS:
+            raise ValueError(f"unit must be one of {CALENDAR_UNITS}, got {unit!r}")
+        if not isinstance(week_start, str):
+            raise TypeError(f"week_start must be one of {WEEKDAYS}, got {type(week_start).__name__} {week_start!r}")
+        if week_start.lower() not in WEEKDAYS:
+            raise ValueError(f"week_start must be one of {WEEKDAYS}, got {week_start!r}")
+        if tz is None:
+            raise TypeError("tz must be a zone name like 'Europe/Berlin' or 'UTC+8', got None")
+        zone, zone_id = event_zone(tz, "tz")
+        object.__setattr__(self, "unit", unit)
+        object.__setattr__(self, "tz", zone_id)
+        object.__setattr__(self, "week_start", week_start.lower())
+        object.__setattr__(self, "_zone", zone)
+
+    def _midnight_ms(self, day: date) -> int:
+        # A local midnight that falls in a DST gap is read with the offset before the gap (fold=0),
+        # which is the instant the gap starts; in an overlap, the first of the two midnights.
+        return (datetime(day.year, day.month, day.day, tzinfo=self._zone) - _EPOCH) // _MS
+
+    def _first_day(self, ts_ms: int) -> date:
+        day = (_EPOCH + timedelta(milliseconds=ts_ms)).astimezone(self._zone).date()
+        if self.unit == "week":
+            return day - timedelta(days=(day.weekday() - WEEKDAYS.index(self.week_start)) % 7)
+        if self.unit == "month":
+            return day.replace(day=1)
+        return day
+
+    def _next_day(self, first: date) -> date:
+        if self.unit == "day":
+            return first + timedelta(days=1)
+        if self.unit == "week":
+            return first + timedelta(days=7)
+        return date(first.year + first.month // 12, first.month % 12 + 1, 1)
+
+    def assign(self, ts_ms: int) -> list[Window]:
+        """The one window containing ``ts_ms``.
+
+        >>> Calendar("week", tz="UTC", week_start="sunday").assign(0)  # 1970-01-01 was a Thursday
+        [Window(start_ms=-345600000, end_ms=259200000)]
+        """
+        first = self._first_day(ts_ms)
+        return [Window(self._midnight_ms(first), self._midnight_ms(self._next_day(first)))]
+
+    def slice_start(self, ts_ms: int) -> int:
+        """A calendar window is its own slice."""
+        return self.assign(ts_ms)[0].start_ms
+
+    def windows_of_slice(self, slice_start_ms: int) -> list[Window]:
+        return self.assign(slice_start_ms)
+
+    def slices_of(self, window: Window) -> list[int]:
+        return [window.start_ms]
+
+    def to_dict(self) -> dict:
+        out = {"type": "calendar", "unit": self.unit, "tz": self.tz}
+        if self.unit == "week":
+            out["week_start"] = self.week_start
+        return out

@@ -166,9 +166,7 @@ def engine_spec(
         return record_type[agg.column].dataType if agg.column else None
 
     return {
-        "size_ms": window.size_ms,
-        "slide_ms": window.slide_ms,
-        "offset_ms": window.offset_ms,
+        "window": window.to_dict(),
         "allowed_lateness_ms": config.allowed_lateness_ms,
         "accumulation": config.accumulation,
         "emit": config.emit,

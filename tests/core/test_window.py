@@ -3,8 +3,10 @@
 from datetime import timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from eventtime import Sliding, Tumbling, Window
+from eventtime import Calendar, Sliding, Tumbling, Window
 
 DAY = 86_400_000
 HOUR = 3_600_000
@@ -85,7 +87,8 @@ def test_sliding_equal_to_size_is_tumbling_grid():
         (lambda: Sliding(1000, 0), "slide must satisfy"),
         (lambda: Sliding(1000, 2000), "slide must satisfy"),
         (lambda: Tumbling("10 parsecs"), "size must look like"),
-        (lambda: Tumbling(1000, tz="Asia/Shanghai"), "tz must be a fixed UTC offset"),
+        (lambda: Tumbling(1000, tz="Asia/Shanghai"), r"tz='Asia/Shanghai' is a named zone .* use Calendar\('day', tz='Asia/Shanghai'\)"),
+        (lambda: Tumbling(1000, tz="noon"), "tz must be a fixed UTC offset"),
         (lambda: Tumbling(1000, tz="UTC+15"), "tz must be between"),
     ],
 )
@@ -112,3 +115,93 @@ def test_assigners_are_frozen():
     window = Tumbling(1000)
     with pytest.raises(AttributeError):
         window.size_ms = 5
+
+
+# --- Calendar windows ---------------------------------------------------------------------
+
+BERLIN_SPRING_DAY = Window(1_711_839_600_000, 1_711_922_400_000)  # 2024-03-31, 23 hours
+BERLIN_AUTUMN_DAY = Window(1_729_980_000_000, 1_730_070_000_000)  # 2024-10-27, 25 hours
+
+
+@pytest.mark.parametrize("day", [BERLIN_SPRING_DAY, BERLIN_AUTUMN_DAY], ids=["23h", "25h"])
+def test_calendar_day_boundaries_at_equality_on_dst_days(day):
+    berlin = Calendar("day", tz="Europe/Berlin")
+    assert berlin.assign(day.start_ms) == [day]
+    assert berlin.assign(day.end_ms - 1) == [day]
+    assert berlin.assign(day.end_ms)[0].start_ms == day.end_ms
+    assert berlin.assign(day.start_ms - 1)[0].end_ms == day.start_ms
+    assert (day.end_ms - day.start_ms) // HOUR in (23, 25)
+
+
+def test_calendar_month_has_its_real_length_and_starts_at_local_midnight():
+    months = Calendar("month", tz="UTC+8")
+    feb = months.assign(1_709_222_399_999)[0]  # 2024-02-29T23:59:59.999 local
+    assert feb == Window(1_706_716_800_000, 1_709_222_400_000)
+    assert (feb.end_ms - feb.start_ms) == 29 * DAY
+    assert months.assign(feb.end_ms)[0].start_ms == feb.end_ms
+
+
+def test_calendar_week_start_and_the_fall_back_week():
+    sunday_weeks = Calendar("week", tz="America/New_York", week_start="sunday")
+    week = sunday_weeks.assign(1_730_606_400_000)[0]  # Sunday 2024-11-03 00:00 EDT
+    assert week == Window(1_730_606_400_000, 1_731_214_800_000)
+    assert (week.end_ms - week.start_ms) // HOUR == 169
+    monday_weeks = Calendar("week", tz="America/New_York")
+    assert monday_weeks.assign(1_730_606_400_000)[0].end_ms == 1_730_696_400_000  # Monday 4 Nov 00:00 EST
+
+
+def test_calendar_day_in_a_fixed_zone_is_the_tumbling_day():
+    for tz in ("UTC+8", "UTC-05:30", "UTC"):
+        for ts in (0, 1_700_000_000_000, 1_709_222_399_999, -1):
+            assert Calendar("day", tz=tz).assign(ts) == Tumbling("1 day", tz=tz).assign(ts)
+
+
+def test_a_local_midnight_inside_a_dst_gap_starts_the_day_when_the_gap_starts():
+    # Havana springs forward at 00:00 on 2024-03-10: local midnight does not exist, the day
+    # starts at the gap (05:00Z) and is 23 hours long.
+    day = Calendar("day", tz="America/Havana").assign(1_710_072_000_000)[0]  # 2024-03-10T12:00Z
+    assert day == Window(1_710_046_800_000, 1_710_129_600_000)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(
+    st.sampled_from(["day", "week", "month"]),
+    st.sampled_from(["Europe/Berlin", "America/New_York", "America/Havana", "Australia/Lord_Howe", "UTC+8", "UTC-05:30"]),
+    st.sampled_from(["monday", "sunday"]),
+    st.integers(-(10**12), 4 * 10**12),
+)
+def test_calendar_windows_tile_time_without_gaps(unit, tz, week_start, ts):
+    calendar = Calendar(unit, tz=tz, week_start=week_start)
+    (window,) = calendar.assign(ts)
+    assert window.start_ms <= ts < window.end_ms
+    assert calendar.assign(window.start_ms) == [window] == calendar.assign(window.end_ms - 1)
+    assert calendar.assign(window.end_ms)[0].start_ms == window.end_ms  # the next one starts where this ends
+    assert calendar.assign(window.start_ms - 1)[0].end_ms == window.start_ms
+    assert calendar.windows_of_slice(calendar.slice_start(ts)) == [window] and calendar.slices_of(window) == [window.start_ms]
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, names",
+    [
+        ({"unit": "year"}, ValueError, "unit"),
+        ({"unit": 1}, TypeError, "unit"),
+        ({"unit": "week", "week_start": "funday"}, ValueError, "week_start"),
+        ({"unit": "day", "tz": "Mars/Olympus"}, ValueError, "tz"),
+        ({"unit": "day", "tz": 8}, TypeError, "tz"),
+    ],
+)
+def test_calendar_refuses_bad_parameters_naming_them(kwargs, error, names):
+    with pytest.raises(error, match=names):
+        Calendar(**kwargs)
+
+
+def test_tumbling_in_a_dst_zone_points_to_calendar():
+    with pytest.raises(ValueError, match=r"Calendar\('day', tz='Europe/Berlin'\)"):
+        Tumbling("1 day", tz="Europe/Berlin")
+
+
+def test_calendar_round_trips_through_the_replay_contract():
+    from eventtime.core.scenario import _window
+
+    for calendar in (Calendar("day", tz="Europe/Berlin"), Calendar("week", tz="UTC+8", week_start="sunday"), Calendar("month")):
+        assert _window(calendar.to_dict()) == calendar

@@ -55,3 +55,37 @@ def test_replay_tz_gives_the_same_output_on_both_engines(spark):
     first = [p for p in expected["batches"][1]["panes"] if p["key"] == "a"]
     assert first and first[0]["count"] == 2 and first[0]["window_start"] == 1714492800000  # 2024-04-30T16:00Z
     assert diff_outputs(expected, run_scenario(scenario, spark=spark)) is None
+
+
+def _load_example(name: str):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_calendar_example_sums_the_real_length_of_berlin_days_and_months(spark):
+    """examples/calendar_job.py: readings every 30 min; the 23-hour day holds 46, the 25-hour one 50,
+    as the reference model counts them."""
+    job = _load_example("calendar_job")
+    hour = dt.timedelta(hours=1)
+    days = job.daily_totals(spark)
+    by_length = {}
+    for pane in days:
+        assert pane["pane_timing"] == "ON_TIME" and pane["is_final"]
+        by_length.setdefault((pane["window_end"] - pane["window_start"]) / hour, []).append(pane["count"])
+    assert by_length[23] == [46] and by_length[25] == [50]
+    assert sum(p["count"] for p in days) == len(job.readings())
+    model = eventtime.ReferenceEngine(eventtime.EngineConfig(eventtime.Calendar("day", tz=job.ZONE)))
+    batch = model.process_batch([eventtime.Record(m, ts) for m, ts, _ in job.readings()], now_ms=2_000_000_000_000)
+    expected = sorted((p.window.start_ms, p.values["count"]) for p in batch.panes + model.end_of_input().panes)
+    got = [(int(p["window_start"].timestamp() * 1000), p["count"]) for p in days]
+    assert got == expected
+    months = job.daily_totals(spark, unit="month")
+    # March (local) ends at 2024-03-31T22:00Z: 71 hours of readings in it, 25 in April; October holds all 96 hours
+    assert [(p["window_start"].isoformat(), p["count"]) for p in months] == [
+        ("2024-02-29T23:00:00+00:00", 142), ("2024-03-31T22:00:00+00:00", 50), ("2024-09-30T22:00:00+00:00", 192)]

@@ -19,7 +19,7 @@ from transcripts import load_transcript, transcript_paths
 
 from eventtime import ReferenceEngine, count, first, last, max, mean, min, sum
 from eventtime.core.scenario import diff_outputs, parse_scenario, render_batch, run_reference
-from property_tests.strategies import flushed, scenarios
+from property_tests.strategies import any_scenarios, flushed
 
 pytestmark = pytest.mark.spark
 SETTINGS = settings(max_examples=250, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -34,14 +34,14 @@ def test_operator_matches_transcript(spark, path, combine):
 
 
 @SETTINGS
-@given(scenarios(), st.booleans())
+@given(any_scenarios(), st.booleans())
 def test_operator_equals_reference(spark, scenario, combine):
     difference = diff_outputs(run_reference(parse_scenario(scenario)), run_jvm(scenario, spark, combine))
     assert difference is None, difference
 
 
 @settings(max_examples=100, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(scenarios())
+@given(any_scenarios())
 def test_state_is_empty_after_every_window_expired(spark, scenario):
     parsed = parse_scenario(flushed(scenario))
     runner = JvmReplay(parsed, spark)
@@ -51,7 +51,7 @@ def test_state_is_empty_after_every_window_expired(spark, scenario):
 
 
 @settings(max_examples=100, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(scenarios(), st.booleans())
+@given(any_scenarios(), st.booleans())
 def test_end_of_input_equals_reference_and_leaves_no_state(spark, scenario, combine):
     """After any sequence, the end of input fires what the model fires, then no state is left."""
     parsed = parse_scenario(scenario)
@@ -79,7 +79,7 @@ def _pane_rows(panes):
 
 
 @settings(max_examples=120, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(scenarios(), st.data())
+@given(any_scenarios(), st.data())
 def test_every_aggregation_equals_reference(spark, scenario, data):
     """min/max/mean/first/last, with null and tied values, pane by pane, combined or not."""
     parsed = parse_scenario(scenario)
@@ -140,3 +140,50 @@ def test_jvm_window_arithmetic_is_the_python_rules(spark, params, timestamps, wa
         start = window.slice_start(ts)
         assert list(spec.windowsOfSlice(start)) == sorted(w.start_ms for w in window.windows_of_slice(start))
         assert list(spec.windowsOfSlice(start)) == sorted(w.start_ms for w in window.assign(start + window.slice_ms - 1))
+
+
+# 2024 in Berlin (DST on 31 March and 27 October), New York (10 March, 3 November), a zone whose
+# midnight falls in the DST gap (Havana, 10 March 2024), and a fixed offset.
+_CAL_BASE_MS = 1_704_067_200_000  # 2024-01-01T00:00Z
+_calendar_params = st.tuples(
+    st.sampled_from(["day", "week", "month"]),
+    st.sampled_from(["Europe/Berlin", "America/New_York", "America/Havana", "UTC+8"]),
+    st.sampled_from(["monday", "sunday"]),
+    st.sampled_from([0, 1, 3_600_000, 86_400_000]),
+)
+
+
+@settings(max_examples=60, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_calendar_params, st.lists(st.integers(0, 366 * 86_400_000), min_size=1, max_size=4), st.integers(0, 366 * 86_400_000))
+def test_jvm_calendar_arithmetic_is_the_python_rules(spark, params, offsets, watermark_offset):
+    """The JVM's calendar windows (java.time) against core/window.py's Calendar (zoneinfo):
+    window starts, ends (23- and 25-hour days, real month lengths) and liveness, at and
+    around every boundary."""
+    import json
+
+    from pyspark.sql import types as T
+
+    from eventtime import Calendar
+    from eventtime.core.config import EngineConfig
+    from eventtime.core.trigger import is_expired
+    from eventtime.spark.aggregate import engine_spec, output_schema
+
+    unit, tz, week_start, lateness = params
+    window = Calendar(unit, tz=tz, week_start=week_start)
+    config = EngineConfig(window, allowed_lateness_ms=lateness)
+    record = T.StructType([T.StructField("key", T.StringType())])
+    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(
+        engine_spec(window, config, record, output_schema([record["key"]], []), ["key"], (), bounded=False)))
+    for offset in offsets:
+        ts = _CAL_BASE_MS + offset
+        (w,) = window.assign(ts)
+        for t in (ts, w.start_ms, w.start_ms - 1, w.end_ms - 1, w.end_ms):
+            (x,) = window.assign(t)
+            assert x.start_ms <= t < x.end_ms
+            assert spec.sliceOf(t) == x.start_ms == window.slice_start(t), (tz, unit, t)
+            assert spec.firstWindowOf(t) == x.start_ms
+            assert spec.windowEnd(x.start_ms) == x.end_ms
+            assert spec.lastWindowEnd(t) == x.end_ms
+            assert list(spec.windowsOfSlice(x.start_ms)) == [x.start_ms]
+            for wm in (_CAL_BASE_MS + watermark_offset, x.max_timestamp_ms + lateness - 1, x.max_timestamp_ms + lateness):
+                assert spec.isLive(t, wm) == (not is_expired(x, wm, lateness)), (t, wm)

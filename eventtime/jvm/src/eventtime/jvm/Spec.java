@@ -3,6 +3,11 @@ package eventtime.jvm;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.Serializable;
+import java.time.DayOfWeek;
+import java.time.Instant;
+import java.time.LocalDate;
+import java.time.ZoneId;
+import java.time.temporal.TemporalAdjusters;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.sql.types.DataType;
@@ -10,8 +15,10 @@ import org.apache.spark.sql.types.StructType;
 
 /**
  * Everything the JVM engine needs, parsed from the JSON the Python adapter writes
- * (eventtime/spark/aggregate.py). Window arithmetic follows eventtime/core/window.py exactly:
- * windows start at offset + k * slide and are half-open [start, start + size).
+ * (eventtime/spark/aggregate.py). Window arithmetic follows eventtime/core/window.py exactly
+ * (held to it by tests/spark/test_operator_inprocess.py): fixed windows start at offset + k *
+ * slide and are half-open [start, start + size); calendar windows run from local midnight to
+ * local midnight in a zone, and each is its own slice.
  */
 public final class Spec implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -22,6 +29,14 @@ public final class Spec implements Serializable {
   public static final String FINAL = "FINAL";
 
   public final long sizeMs, slideMs, offsetMs, latenessMs, sliceMs;
+  /** Calendar windows (local day / week / month in {@link #zone}) instead of a fixed grid. */
+  public final boolean calendar;
+  public static final int DAY = 0, WEEK = 1, MONTH = 2;
+  private final int calendarUnit;
+  private final ZoneId zone;
+  private final DayOfWeek weekStart;
+  /** The last calendar window computed, {start, end}: consecutive rows mostly share one. */
+  private transient volatile long[] lastCalendarWindow;
   public final boolean finalOnly, discarding, bounded;
   /** Positions, in the record struct, of the key columns and of each aggregation's input (-1: none). */
   public final int[] keyFields;
@@ -47,11 +62,26 @@ public final class Spec implements Serializable {
   public Spec(String json) {
     try {
       JsonNode n = new ObjectMapper().readTree(json);
-      sizeMs = n.get("size_ms").asLong();
-      slideMs = n.get("slide_ms").asLong();
-      offsetMs = n.get("offset_ms").asLong();
+      JsonNode w = n.get("window");
+      String type = w.get("type").asText();
+      calendar = "calendar".equals(type);
+      if (calendar) {
+        calendarUnit = java.util.Arrays.asList("day", "week", "month").indexOf(w.get("unit").asText());
+        if (calendarUnit < 0) throw new IllegalArgumentException("eventtime: unknown calendar unit " + w.get("unit"));
+        zone = ZoneId.of(w.get("tz").asText());
+        weekStart = w.has("week_start") ? DayOfWeek.valueOf(w.get("week_start").asText().toUpperCase(java.util.Locale.ROOT)) : DayOfWeek.MONDAY;
+        sizeMs = slideMs = offsetMs = 0;
+        sliceMs = 1; // slice starts are stored as deltas of sliceMs
+      } else {
+        calendarUnit = -1;
+        zone = null;
+        weekStart = null;
+        sizeMs = w.get("size_ms").asLong();
+        slideMs = "sliding".equals(type) ? w.get("slide_ms").asLong() : sizeMs;
+        offsetMs = w.get("offset_ms").asLong();
+        sliceMs = gcd(sizeMs, slideMs);
+      }
       latenessMs = n.get("allowed_lateness_ms").asLong();
-      sliceMs = gcd(sizeMs, slideMs);
       finalOnly = "final_only".equals(n.get("emit").asText());
       discarding = "discarding".equals(n.get("accumulation").asText());
       bounded = n.get("bounded").asBoolean();
@@ -115,17 +145,45 @@ public final class Spec implements Serializable {
     return ts - Math.floorMod(ts - offsetMs, step);
   }
 
+  /** {start, end} of the calendar window containing ts (local midnight to local midnight). */
+  private long[] calendarWindow(long ts) {
+    long[] last = lastCalendarWindow;
+    if (last != null && last[0] <= ts && ts < last[1]) return last;
+    LocalDate first = Instant.ofEpochMilli(ts).atZone(zone).toLocalDate();
+    LocalDate next;
+    if (calendarUnit == WEEK) {
+      first = first.with(TemporalAdjusters.previousOrSame(weekStart));
+      next = first.plusWeeks(1);
+    } else if (calendarUnit == MONTH) {
+      first = first.withDayOfMonth(1);
+      next = first.plusMonths(1);
+    } else {
+      next = first.plusDays(1);
+    }
+    // atStartOfDay: a midnight in a DST gap is the instant the gap starts; in an overlap the
+    // earlier of the two midnights (Python's fold=0 reads both the same way)
+    long[] window = {first.atStartOfDay(zone).toInstant().toEpochMilli(), next.atStartOfDay(zone).toInstant().toEpochMilli()};
+    lastCalendarWindow = window;
+    return window;
+  }
+
   public long sliceOf(long ts) {
-    return lastStart(ts, sliceMs);
+    return calendar ? calendarWindow(ts)[0] : lastStart(ts, sliceMs);
+  }
+
+  /** End (exclusive) of the window starting at ws. */
+  public long windowEnd(long ws) {
+    return calendar ? calendarWindow(ws)[1] : ws + sizeMs;
   }
 
   /** Largest event time of the window starting at ws. */
   public long maxTs(long ws) {
-    return ws + sizeMs - 1;
+    return windowEnd(ws) - 1;
   }
 
   /** Starts of the windows containing the whole slice, ascending. */
   public List<Long> windowsOfSlice(long sliceStart) {
+    if (calendar) return java.util.Collections.singletonList(sliceStart);
     List<Long> starts = new ArrayList<>(4);
     long first = lastStart(sliceStart, slideMs);
     while (first - slideMs + sizeMs > sliceStart) first -= slideMs;
@@ -137,16 +195,22 @@ public final class Spec implements Serializable {
 
   /** Start of the last window of a slice (the one that expires last). */
   public long lastWindowOfSlice(long sliceStart) {
-    return lastStart(sliceStart, slideMs);
+    return calendar ? sliceStart : lastStart(sliceStart, slideMs);
   }
 
-  /** A record is live (not too late) while its last window has not expired: last_ws + size - 1 + L > W. */
+  /** End of the last window containing ts (the one that expires last). */
+  public long lastWindowEnd(long ts) {
+    return calendar ? calendarWindow(ts)[1] : lastStart(ts, slideMs) + sizeMs;
+  }
+
+  /** A record is live (not too late) while its last window has not expired: m + L > W. */
   public boolean isLive(long ts, long watermark) {
-    return lastStart(ts, slideMs) + sizeMs - 1 + latenessMs > watermark;
+    return lastWindowEnd(ts) - 1 + latenessMs > watermark;
   }
 
   /** Start of the first window containing ts. */
   public long firstWindowOf(long ts) {
+    if (calendar) return calendarWindow(ts)[0];
     long last = lastStart(ts, slideMs);
     long first = last - ((sizeMs - 1) / slideMs) * slideMs;
     return first + sizeMs > ts ? first : first + slideMs;

@@ -177,7 +177,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   /** The accumulators of window [ws, ws + size) over the slices of {@code slices}, or null. */
   private Acc[] window(TreeMap<Long, Acc[]> slices, long ws) {
     Acc[] acc = null;
-    for (Acc[] s : slices.subMap(ws, true, ws + spec.sizeMs, false).values()) {
+    for (Acc[] s : slices.subMap(ws, true, spec.windowEnd(ws), false).values()) {
       if (acc == null) acc = newAccs();
       mergeInto(acc, s);
     }
@@ -196,7 +196,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   private Row pane(Row key, long ws, String timing, long index, boolean fin, Acc[] acc, long watermark) {
     Object[] o = outRow("pane", key, 0);
     o[lay.oWs] = ws;
-    o[lay.oWe] = ws + spec.sizeMs;
+    o[lay.oWe] = spec.windowEnd(ws);
     o[lay.oTiming] = timing;
     o[lay.oIndex] = index;
     o[lay.oFinal] = fin;
@@ -213,7 +213,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     o[lay.oWatermark] = watermark > 0 ? watermark : null;
     o[lay.oLateness] = watermark - ts;
     o[lay.oWs] = spec.firstWindowOf(ts);
-    o[lay.oWe] = spec.lastStart(ts, spec.slideMs) + spec.sizeMs;
+    o[lay.oWe] = spec.lastWindowEnd(ts);
     o[lay.oPart] = r.get(lay.part);
     o[lay.oOff] = r.get(lay.off);
     o[lay.oRec] = r.get(lay.rec);

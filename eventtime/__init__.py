@@ -26,7 +26,7 @@ from .core.config import EngineConfig
 from .core.reference import BatchResult, InvalidRecord, LateRecord, Pane, Record, ReferenceEngine
 from .core.timestamps import INVALID_REASONS, TOO_LATE, classify, extract, parse_timestamp
 from .core.trigger import FINAL, LATE, ON_TIME, is_due, is_expired, next_watermark
-from .core.window import Calendar, Sliding, Tumbling, Window, WindowAssigner
+from .core.window import Calendar, Session, Sliding, Tumbling, Window, WindowAssigner
 
 __version__ = "0.1.0"
 
@@ -77,6 +77,7 @@ __all__ = [
     "is_expired",
     "next_watermark",
     "Calendar",
+    "Session",
     "Sliding",
     "Tumbling",
     "Window",

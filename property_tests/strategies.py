@@ -231,3 +231,26 @@ def typed_scenarios(draw, max_batches: int = 4, max_records: int = 6):
         "emit": draw(st.sampled_from(["on_time_and_late", "final_only"])),
         "batches": batches,
     }
+
+
+@st.composite
+def session_scenarios(draw, max_batches: int = 6, max_records: int = 8):
+    """A replay scenario with session windows (gaps about the records' spacing, so that
+    sessions form, grow, bridge and merge often)."""
+    scenario = draw(scenarios(max_batches, max_records))
+    # on a 100 ms grid, records exactly `gap` apart (sessions that only touch) are frequent
+    grid = draw(st.sampled_from([1, 100]))
+
+    def snap(record: dict) -> dict:
+        ts = record["ts"]
+        if grid == 1 or not isinstance(ts, int) or isinstance(ts, bool) or not 1 <= ts <= NOW_MS:
+            return record
+        return {**record, "ts": max(grid, ts - ts % grid)}
+
+    batches = [[snap(r) for r in batch] for batch in scenario["batches"]]
+    return {**scenario, "batches": batches, "window": {"type": "session", "gap_ms": draw(st.sampled_from([300, 1000, 2500]))}}
+
+
+def every_kind_scenarios(max_batches: int = 6, max_records: int = 8):
+    """Fixed-grid, calendar or session scenarios."""
+    return st.one_of(any_scenarios(max_batches, max_records), session_scenarios(max_batches, max_records))

@@ -15,7 +15,7 @@ from eventtime import EngineConfig, ReferenceEngine, aggregate, count
 from eventtime.core.scenario import normalise_output, parse_scenario, run_reference
 from eventtime.core.trigger import DISCARDING, FINAL, ON_TIME, is_expired
 
-from .strategies import any_scenarios, flushed
+from .strategies import any_scenarios, every_kind_scenarios, flushed
 
 SETTINGS = settings(max_examples=300, derandomize=True, deadline=None)
 
@@ -43,7 +43,7 @@ def run_with_ids(scenario: dict):
 
 
 @SETTINGS
-@given(any_scenarios())
+@given(every_kind_scenarios())
 def test_conservation_every_row_is_counted_late_or_invalid_exactly_once(scenario):
     parsed, _config, results = run_with_ids(flushed(scenario))
     data_ids = {r.fields["value"] for batch in parsed.batches for r in batch if not r.heartbeat}
@@ -57,7 +57,7 @@ def test_conservation_every_row_is_counted_late_or_invalid_exactly_once(scenario
 
 
 @SETTINGS
-@given(any_scenarios())
+@given(every_kind_scenarios())
 def test_discarding_panes_hold_each_record_once_per_window(scenario):
     scenario = {**scenario, "accumulation": "discarding", "emit": "on_time_and_late"}
     _parsed, _config, results = run_with_ids(flushed(scenario))
@@ -70,7 +70,7 @@ def test_discarding_panes_hold_each_record_once_per_window(scenario):
 
 
 @SETTINGS
-@given(any_scenarios())
+@given(every_kind_scenarios())
 def test_watermark_never_decreases(scenario):
     _parsed, _config, results = run_with_ids(scenario)
     marks = [r.watermark_ms for r in results if r.watermark_ms is not None]
@@ -98,7 +98,7 @@ def test_pane_indexes_have_no_gaps_and_on_time_fires_at_most_once(scenario):
 
 
 @SETTINGS
-@given(any_scenarios(), st.integers(min_value=0, max_value=2**32))
+@given(every_kind_scenarios(), st.integers(min_value=0, max_value=2**32))
 def test_order_of_records_inside_a_batch_does_not_matter(scenario, seed):
     rng = random.Random(seed)
     shuffled = {**scenario, "batches": [rng.sample(batch, len(batch)) for batch in scenario["batches"]]}

@@ -38,7 +38,7 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.window, WindowAssigner):
-            raise TypeError(f"window must be Tumbling(...), Sliding(...) or Calendar(...), got {type(self.window).__name__} {self.window!r}")
+            raise TypeError(f"window must be Tumbling(...), Sliding(...), Calendar(...) or Session(...), got {type(self.window).__name__} {self.window!r}")
         aggregations = self.aggregations
         if isinstance(aggregations, Aggregation):
             aggregations = (aggregations,)

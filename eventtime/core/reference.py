@@ -21,7 +21,7 @@ from ._duration import event_zone
 from .config import EngineConfig
 from .timestamps import TOO_LATE, extract
 from .trigger import DISCARDING, END_OF_INPUT_MS, FINAL, FINAL_ONLY, LATE, ON_TIME, is_due, is_expired, next_watermark
-from .window import Window
+from .window import Session, Window
 
 __all__ = ["Record", "Pane", "LateRecord", "InvalidRecord", "BatchResult", "ReferenceEngine"]
 
@@ -45,6 +45,9 @@ class Pane:
     index: int
     is_final: bool
     values: Mapping[str, Any]
+    #: Sessions only: the bounds of earlier panes of this key that this pane supersedes
+    #: (sessions merged into this one, or this session before it grew), ordered by start.
+    merged_from: tuple[Window, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,8 @@ class _WindowState:
     since_last_pane: list
     fired: bool = False
     next_index: int = 0
+    # sessions: the bounds of this lineage's panes that are still shown as current
+    shown: frozenset = frozenset()
 
 
 class ReferenceEngine:
@@ -103,11 +108,66 @@ class ReferenceEngine:
     def _pane(self, key: Any, window: Window, st: _WindowState, timing: str, is_final: bool) -> Pane:
         accs = st.since_last_pane if self.config.accumulation == DISCARDING and timing != FINAL else st.everything
         values = {agg.name: agg.result(acc) for agg, acc in zip(self.config.aggregations, accs)}
-        pane = Pane(key, window, timing, st.next_index, is_final, values)
+        merged_from = tuple(sorted(st.shown - {window}))
+        pane = Pane(key, window, timing, st.next_index, is_final, values, merged_from)
         st.next_index += 1
         st.fired = True
         st.since_last_pane = [agg.create() for agg in self.config.aggregations]
+        if self.config.window.merging:
+            st.shown = frozenset({window})
         return pane
+
+    def _new_state(self) -> _WindowState:
+        aggs = self.config.aggregations
+        return _WindowState([agg.create() for agg in aggs], [agg.create() for agg in aggs])
+
+    def _add(self, st: _WindowState, record: Record, ts_ms: int) -> None:
+        for i, agg in enumerate(self.config.aggregations):
+            value = record.fields.get(agg.column) if agg.column is not None else None
+            st.everything[i] = agg.add(st.everything[i], value, ts_ms)
+            st.since_last_pane[i] = agg.add(st.since_last_pane[i], value, ts_ms)
+
+    def _merge_states(self, parts: list[_WindowState], window: Window, part_windows: list[Window]) -> _WindowState:
+        """One session's state from the states of the sessions merged into it (docs/semantics.md)."""
+        st = self._new_state()
+        for part in parts:
+            for i, agg in enumerate(self.config.aggregations):
+                st.everything[i] = agg.merge(st.everything[i], part.everything[i])
+                st.since_last_pane[i] = agg.merge(st.since_last_pane[i], part.since_last_pane[i])
+            st.next_index = max(st.next_index, part.next_index)
+            st.shown |= part.shown
+        # fired at these very bounds: a part with the same bounds had fired
+        st.fired = any(part.fired and w == window for part, w in zip(parts, part_windows))
+        return st
+
+    def _add_to_sessions(self, batch: list[tuple[Record, int]], watermark: Optional[int], result: BatchResult,
+                         touched: dict) -> None:
+        """Step 2 for sessions: per key, merge the batch's records with each other and with the
+        live sessions; a record is late only when the session it ends up in is expired."""
+        cfg = self.config
+        gap = cfg.window.gap_ms
+        by_key: dict[Any, list[tuple[Record, int]]] = {}
+        for record, ts_ms in batch:
+            by_key.setdefault(record.key, []).append((record, ts_ms))
+        for key, records in by_key.items():
+            live = [w for (k, w) in self._state if k == key]
+            components = Session.merge(live + [Window(ts, ts + gap) for _, ts in records])
+            for session in components:
+                members = [w for w in live if session.start_ms <= w.start_ms < session.end_ms]
+                mine = [(r, ts) for r, ts in records if session.start_ms <= ts < session.end_ms]
+                if not mine:
+                    continue
+                if not members and is_expired(session, watermark, cfg.allowed_lateness_ms):
+                    for r, ts in mine:
+                        result.late.append(LateRecord(r, ts, TOO_LATE, watermark, (session,)))
+                    continue
+                st = self._merge_states([self._state.pop((key, w)) for w in members], session, members)
+                for r, ts in mine:
+                    self._add(st, r, ts)
+                self._state[(key, session)] = st
+                for w in members:
+                    touched.pop((key, w), None)
+                touched[(key, session)] = None
 
     def process_batch(self, records: Iterable[Record], now_ms: Optional[int] = None) -> BatchResult:
         cfg = self.config
@@ -118,6 +178,7 @@ class ReferenceEngine:
         touched: dict[tuple[Any, Window], None] = {}
 
         # Steps 1 and 2: classify, then add every valid record to its live windows.
+        sessions: list[tuple[Record, int]] = []
         for record in records:
             ts_ms, reason = extract(record.ts, now_ms, cfg.min_valid_ms, cfg.max_future_ms, self._unit, self._fmt, self._tz)
             if reason is not None:
@@ -125,6 +186,9 @@ class ReferenceEngine:
                 continue
             max_seen = ts_ms if max_seen is None else max(max_seen, ts_ms)
             if record.heartbeat:
+                continue
+            if cfg.window.merging:
+                sessions.append((record, ts_ms))
                 continue
             windows = cfg.window.assign(ts_ms)
             live = [w for w in windows if not is_expired(w, watermark, cfg.allowed_lateness_ms)]
@@ -134,20 +198,18 @@ class ReferenceEngine:
             for window in live:
                 st = self._state.get((record.key, window))
                 if st is None:
-                    st = _WindowState(
-                        [agg.create() for agg in cfg.aggregations], [agg.create() for agg in cfg.aggregations]
-                    )
+                    st = self._new_state()
                     self._state[(record.key, window)] = st
-                for i, agg in enumerate(cfg.aggregations):
-                    value = record.fields.get(agg.column) if agg.column is not None else None
-                    st.everything[i] = agg.add(st.everything[i], value, ts_ms)
-                    st.since_last_pane[i] = agg.add(st.since_last_pane[i], value, ts_ms)
+                self._add(st, record, ts_ms)
                 touched[(record.key, window)] = None
+        if sessions:
+            self._add_to_sessions(sessions, watermark, result, touched)
 
         if cfg.emit != FINAL_ONLY:
             for key, window in touched:
                 st = self._state[(key, window)]
-                if st.fired or is_due(window, watermark):
+                # a fixed window that fired is due; a session that grew past W is not (it fires ON_TIME at its new end)
+                if is_due(window, watermark):
                     result.panes.append(self._pane(key, window, st, LATE, is_final=False))
 
         # Step 3: advance the watermark, fire what is due, purge what expired.

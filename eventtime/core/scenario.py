@@ -14,8 +14,8 @@ from typing import Any, Optional
 from . import aggregations as agg
 from ._duration import event_zone
 from .config import EngineConfig
-from .reference import BatchResult, Record, ReferenceEngine
-from .window import Calendar, Sliding, Tumbling, WindowAssigner
+from .reference import BatchResult, Pane, Record, ReferenceEngine
+from .window import Calendar, Session, Sliding, Tumbling, WindowAssigner
 
 __all__ = ["Scenario", "load_scenario", "parse_scenario", "render_batch", "run_reference", "normalise_output"]
 
@@ -36,6 +36,7 @@ _WINDOW_FIELDS = {
     "tumbling": {"type", "size_ms", "offset_ms"},
     "sliding": {"type", "size_ms", "slide_ms", "offset_ms"},
     "calendar": {"type", "unit", "tz", "week_start"},
+    "session": {"type", "gap_ms"},
 }
 SCENARIO_AGGREGATIONS = (agg.count("count"), agg.sum("value", name="sum"))
 
@@ -67,6 +68,15 @@ def _window(spec: Any) -> WindowAssigner:
     if not isinstance(spec, dict) or spec.get("type") not in _WINDOW_FIELDS:
         raise ScenarioError(f"window.type must be one of {sorted(_WINDOW_FIELDS)}, got {spec!r}")
     _check_fields(spec, _WINDOW_FIELDS[spec["type"]], "window")
+    if spec["type"] == "session":
+        if "gap_ms" not in spec:
+            raise ScenarioError("window.gap_ms is required for a session window")
+        if isinstance(spec["gap_ms"], bool) or not isinstance(spec["gap_ms"], int):
+            raise ScenarioError(f"window.gap_ms must be an integer number of milliseconds, got {spec['gap_ms']!r}")
+        try:
+            return Session(spec["gap_ms"])
+        except ValueError as exc:
+            raise ScenarioError(f"window: {exc}") from None
     if spec["type"] == "calendar":
         for required in ("unit", "tz"):
             if required not in spec:
@@ -147,23 +157,28 @@ def load_scenario(path: str) -> Scenario:
     return parse_scenario(data)
 
 
-def render_batch(result: BatchResult) -> dict:
+def render_pane(p: Pane, sessions: bool) -> dict:
+    """One pane in the replay output format; session panes also say which panes they supersede."""
+    out = {
+        "key": p.key,
+        "window_start": p.window.start_ms,
+        "window_end": p.window.end_ms,
+        "timing": p.timing,
+        "index": p.index,
+        "is_final": p.is_final,
+        "count": p.values["count"],
+        "sum": p.values["sum"],
+    }
+    if sessions:
+        out["merged_from"] = [[w.start_ms, w.end_ms] for w in p.merged_from]
+    return out
+
+
+def render_batch(result: BatchResult, sessions: bool = False) -> dict:
     """One batch's result in the replay output format."""
     return {
         "watermark_ms": result.watermark_ms,
-        "panes": [
-            {
-                "key": p.key,
-                "window_start": p.window.start_ms,
-                "window_end": p.window.end_ms,
-                "timing": p.timing,
-                "index": p.index,
-                "is_final": p.is_final,
-                "count": p.values["count"],
-                "sum": p.values["sum"],
-            }
-            for p in result.panes
-        ],
+        "panes": [render_pane(p, sessions) for p in result.panes],
         "late": [
             {
                 "key": r.record.key,
@@ -184,7 +199,8 @@ def render_batch(result: BatchResult) -> dict:
 def run_reference(scenario: Scenario) -> dict:
     """Replay a scenario through the reference model."""
     engine = ReferenceEngine(scenario.config, tz=scenario.tz)
-    return {"batches": [render_batch(engine.process_batch(batch, scenario.now_ms)) for batch in scenario.batches]}
+    sessions = scenario.config.window.merging
+    return {"batches": [render_batch(engine.process_batch(batch, scenario.now_ms), sessions) for batch in scenario.batches]}
 
 
 def _sort_key(item: dict) -> str:

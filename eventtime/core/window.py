@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from ._duration import event_zone, to_ms, tz_offset_ms
 
-__all__ = ["Window", "WindowAssigner", "Tumbling", "Sliding", "Calendar", "CALENDAR_UNITS", "WEEKDAYS"]
+__all__ = ["Window", "WindowAssigner", "Tumbling", "Sliding", "Calendar", "Session", "CALENDAR_UNITS", "WEEKDAYS"]
 
 
 class Window(NamedTuple):
@@ -36,16 +36,27 @@ class Window(NamedTuple):
 
 
 class WindowAssigner(abc.ABC):
-    """Base of the window assigners.
+    """Base of the window assigners: which windows an event time belongs to."""
 
-    Every window is a union of consecutive *slices*; a record lies in exactly one slice, and
-    every window containing the record contains its whole slice. The Spark engine aggregates
-    per slice and merges slices when a window fires.
-    """
+    #: Whether windows merge per key as records arrive (sessions) instead of being fixed.
+    merging = False
 
     @abc.abstractmethod
     def assign(self, ts_ms: int) -> list[Window]:
-        """All windows containing ``ts_ms``, ordered by start."""
+        """All windows containing ``ts_ms``, ordered by start (for sessions: the record's own
+        ``[ts, ts + gap)``, before merging)."""
+
+    @abc.abstractmethod
+    def to_dict(self) -> dict:
+        """The assigner as the replay contract's ``window`` object."""
+
+
+class _SlicedAssigner(WindowAssigner):
+    """Fixed windows (not merging), each a union of consecutive *slices*.
+
+    A record lies in exactly one slice, and every window containing the record contains its
+    whole slice. The Spark engine aggregates per slice and merges slices when a window fires.
+    """
 
     @abc.abstractmethod
     def slice_start(self, ts_ms: int) -> int:
@@ -59,12 +70,8 @@ class WindowAssigner(abc.ABC):
     def slices_of(self, window: Window) -> list[int]:
         """Starts of the slices that make up ``window``."""
 
-    @abc.abstractmethod
-    def to_dict(self) -> dict:
-        """The assigner as the replay contract's ``window`` object."""
 
-
-class _FixedGrid(WindowAssigner):
+class _FixedGrid(_SlicedAssigner):
     """Windows of a fixed size starting at ``offset_ms + k * slide_ms``."""
 
     size_ms: int
@@ -203,7 +210,7 @@ _MS = timedelta(milliseconds=1)
 
 
 @dataclass(frozen=True, init=False)
-class Calendar(WindowAssigner):
+class Calendar(_SlicedAssigner):
     """Local days, weeks or months in a time zone, from local midnight to local midnight.
 
     ``tz`` is an IANA zone (``"Europe/Berlin"``) or a fixed offset (``"UTC+8"``). In a zone
@@ -283,3 +290,46 @@ class Calendar(WindowAssigner):
         if self.unit == "week":
             out["week_start"] = self.week_start
         return out
+
+
+@dataclass(frozen=True, init=False)
+class Session(WindowAssigner):
+    """Per key, records closer than ``gap`` form one session ``[first ts, last ts + gap)``.
+
+    A record's own window is ``[ts, ts + gap)``; windows of a key that overlap (as half-open
+    intervals) merge into one session. Records exactly ``gap`` apart are two sessions. The
+    merging, lateness and firing rules are in docs/semantics.md ("Session windows").
+
+    >>> Session("30 minutes").assign(0)
+    [Window(start_ms=0, end_ms=1800000)]
+    >>> Session(10).merge([Window(0, 10), Window(5, 15), Window(15, 25)])
+    [Window(start_ms=0, end_ms=15), Window(start_ms=15, end_ms=25)]
+    """
+
+    gap_ms: int
+    merging = True
+
+    def __init__(self, gap: object) -> None:
+        object.__setattr__(self, "gap_ms", to_ms(gap, "gap"))
+        self.__post_init__()
+
+    def __post_init__(self) -> None:
+        if self.gap_ms <= 0:
+            raise ValueError(f"gap must be > 0, got {self.gap_ms} ms")
+
+    def assign(self, ts_ms: int) -> list[Window]:
+        return [Window(ts_ms, ts_ms + self.gap_ms)]
+
+    @staticmethod
+    def merge(windows: "list[Window]") -> list[Window]:
+        """The sessions the given windows form: overlapping ones (``b.start < a.end``) merged."""
+        merged: list[Window] = []
+        for w in sorted(windows):
+            if merged and w.start_ms < merged[-1].end_ms:
+                merged[-1] = Window(merged[-1].start_ms, max(merged[-1].end_ms, w.end_ms))
+            else:
+                merged.append(w)
+        return merged
+
+    def to_dict(self) -> dict:
+        return {"type": "session", "gap_ms": self.gap_ms}

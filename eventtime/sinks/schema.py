@@ -50,6 +50,8 @@ LATE_META_SCHEMA = pa.schema(
 )
 
 PANE_REQUIRED = ("window_start", "window_end", "pane_timing", "pane_index", "is_final")
+#: Session panes: the bounds of the earlier panes of the key that the pane supersedes.
+MERGED_FROM_TYPE = pa.list_(pa.struct([("start", TS), ("end", TS)]))
 PANE_META_SCHEMA = pa.schema(
     [
         ("pipeline", pa.string()),
@@ -167,4 +169,6 @@ def _prepare_panes(
     cols["pane_timing"] = _cast_to(cols["pane_timing"], pa.string(), "pane_timing")
     cols["pane_index"] = _cast_to(cols["pane_index"], pa.int64(), "pane_index")
     cols["is_final"] = _cast_to(cols["is_final"], pa.bool_(), "is_final")
+    if "merged_from" in cols:
+        cols["merged_from"] = _cast_to(cols["merged_from"], MERGED_FROM_TYPE, "merged_from")
     return pa.table(cols)

@@ -69,6 +69,9 @@ def latest_panes(
     """The latest pane per ``(pipeline, key, window_start, window_end)`` of a results table
     as a pandas DataFrame: the highest ``pane_index`` (ties: the highest ``batch_id``).
 
+    With session windows a pane can supersede earlier sessions of its key (its
+    ``merged_from``); a superseded session is not current and is left out.
+
     Example:
         ``latest_panes("/data/results").query("is_final")``
     """
@@ -83,7 +86,32 @@ def latest_panes(
         return df
     group = ["pipeline", "key", "window_start", "window_end"]
     df = df.sort_values(group + ["pane_index", "batch_id"], ascending=[True] * 4 + [False, False], kind="stable")
-    return df.drop_duplicates(subset=group, keep="first").reset_index(drop=True)
+    df = df.drop_duplicates(subset=group, keep="first").reset_index(drop=True)
+    if "merged_from" in df.columns:
+        df = _without_superseded(df, group)
+    return df
+
+
+def _without_superseded(df: "Any", group: list[str]) -> "Any":
+    """Drops the sessions a pane of the same batch or a later one replaced (``merged_from``).
+
+    A later session of the key can have the same bounds as a replaced one (after it expired);
+    it was written in a later batch than the pane that replaced the old one, so it stays.
+    """
+    import pandas as pd
+
+    rows = [
+        (p, k, b["start"], b["end"], batch)
+        for p, k, merged, batch in zip(df["pipeline"], df["key"], df["merged_from"], df["batch_id"])
+        if merged is not None
+        for b in merged
+    ]
+    if not rows:
+        return df
+    replaced = pd.DataFrame(rows, columns=[*group, "replaced_in"]).groupby(group, as_index=False)["replaced_in"].max()
+    merged = df.merge(replaced, on=group, how="left")
+    keep = merged["replaced_in"].isna() | (merged["replaced_in"] < merged["batch_id"])
+    return merged[keep].drop(columns="replaced_in").reset_index(drop=True)
 
 
 def compact(

@@ -48,7 +48,10 @@ OUTPUT_FIXED = [
     ("payload", "string"),
     ("stat_max_event_time", "bigint"),
     ("stat_rows", "bigint"),
+    ("merged_from", "array<struct<start:bigint,end:bigint>>"),
 ]
+# Session panes only: the bounds of the earlier panes of the key that a pane supersedes.
+MERGED_FROM = "merged_from"
 # The user's row as one struct, beside the output: the payload of late / invalid records.
 C_REC = "et__rec"
 # Row classes of the operator input (Layout.java).
@@ -145,7 +148,9 @@ def _agg_type(agg: Aggregation, schema: T.StructType) -> T.DataType:
 
 def output_schema(key_fields: Sequence[T.StructField], agg_fields: Sequence[T.StructField]) -> T.StructType:
     """Schema of the operator output (times as bigint epoch ms)."""
-    types = {"string": T.StringType(), "bigint": T.LongType(), "boolean": T.BooleanType()}
+    bounds = T.ArrayType(T.StructType([T.StructField("start", T.LongType()), T.StructField("end", T.LongType())]))
+    types = {"string": T.StringType(), "bigint": T.LongType(), "boolean": T.BooleanType(),
+             "array<struct<start:bigint,end:bigint>>": bounds}
     fixed = [T.StructField(name, types[ddl]) for name, ddl in OUTPUT_FIXED]
     return T.StructType([fixed[0], *key_fields, *fixed[1:6], *agg_fields, *fixed[6:]])
 
@@ -307,7 +312,13 @@ def window_aggregate(
         cols = []
         for field in out_schema.fields:
             c = F.col(field.name)
-            if field.name == "kind":
+            if field.name == MERGED_FROM:
+                if not window.merging:
+                    continue
+                # epoch ms -> timestamps, like window_start / window_end
+                c = F.transform(c, lambda b: F.struct(F.timestamp_millis(b["start"]).alias("start"),
+                                                      F.timestamp_millis(b["end"]).alias("end"))).alias(MERGED_FROM)
+            elif field.name == "kind":
                 c = c.alias("kind", metadata={_META: meta})
             elif field.name in _TS_COLUMNS:
                 c = F.timestamp_millis(c).alias(field.name)

@@ -77,6 +77,7 @@ class ReplayRunner:
         from .session import local_session
 
         self.scenario = scenario
+        self.sessions = scenario.config.window.merging
         self.spark = spark or SparkSession.getActiveSession() or local_session()
         self._own_dir = workdir is None
         self.dir = workdir or tempfile.mkdtemp(prefix="eventtime-replay-")
@@ -176,20 +177,22 @@ class ReplayRunner:
             starts = timestamp_ms(t.column("window_start")).to_pylist()
             ends = timestamp_ms(t.column("window_end")).to_pylist()
             cols = {c: t.column(c).to_pylist() for c in ("key", "pane_timing", "pane_index", "is_final", "count", "sum")}
+            merged = _merged_from_ms(t) if self.sessions else None
             for j in range(t.num_rows):
                 key = cols["key"][j]
-                out_panes.append(
-                    {
-                        "key": None if key is None else json.loads(key),
-                        "window_start": starts[j],
-                        "window_end": ends[j],
-                        "timing": cols["pane_timing"][j],
-                        "index": cols["pane_index"][j],
-                        "is_final": cols["is_final"][j],
-                        "count": cols["count"][j],
-                        "sum": cols["sum"][j],
-                    }
-                )
+                pane = {
+                    "key": None if key is None else json.loads(key),
+                    "window_start": starts[j],
+                    "window_end": ends[j],
+                    "timing": cols["pane_timing"][j],
+                    "index": cols["pane_index"][j],
+                    "is_final": cols["is_final"][j],
+                    "count": cols["count"][j],
+                    "sum": cols["sum"][j],
+                }
+                if merged is not None:
+                    pane["merged_from"] = merged[j]
+                out_panes.append(pane)
         for t in records:
             if not t.num_rows:
                 continue
@@ -213,6 +216,21 @@ class ReplayRunner:
         finally:
             if self._own_dir:
                 shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _merged_from_ms(table) -> list:
+    """The ``merged_from`` column of session panes as ``[[start_ms, end_ms], ...]`` per row."""
+    import pyarrow as pa
+
+    column = table.column("merged_from").combine_chunks()
+    flat = column.flatten()  # list<struct> -> struct values
+    starts = timestamp_ms(pa.chunked_array([flat.field("start")])).to_pylist()
+    ends = timestamp_ms(pa.chunked_array([flat.field("end")])).to_pylist()
+    offsets = column.offsets.to_pylist()
+    return [
+        None if not column[j].is_valid else [[starts[k], ends[k]] for k in range(offsets[j], offsets[j + 1])]
+        for j in range(len(column))
+    ]
 
 
 def run_scenario(scenario: Union[dict, Scenario], spark=None) -> dict:

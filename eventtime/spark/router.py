@@ -25,7 +25,7 @@ from ..core._json import key_json, row_json
 from ..core.kinds import INVALID_RECORD, LATE_RECORD, PANE, PARTITION_STATS, RECORD_KINDS
 from ..ops.faults import fault_point
 from ..ops.monitor import BatchStats, PartitionStats
-from .aggregate import _META, C_REC, WATERMARK_PROPERTY, timestamp_ms
+from .aggregate import _META, C_REC, MERGED_FROM, WATERMARK_PROPERTY, timestamp_ms
 
 __all__ = ["Router", "route"]
 
@@ -376,8 +376,9 @@ class Router:
         kind = table.column("kind")
         # select the few columns each output needs first, then filter only those
         pane_mask = pc.equal(kind, PANE)
+        merged = [MERGED_FROM] if MERGED_FROM in table.column_names else []  # session windows
         panes = table.select(
-            [*self.keys, "window_start", "window_end", "pane_timing", "pane_index", "is_final", *self.agg_names]
+            [*self.keys, "window_start", "window_end", "pane_timing", "pane_index", "is_final", *self.agg_names, *merged]
         ).filter(pane_mask)
         pane_watermark = table.column("watermark").filter(pane_mask)
         self._pane_watermark_ms = pc.max(timestamp_ms(pane_watermark)).as_py() if len(pane_watermark) else None

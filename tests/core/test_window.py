@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventtime import Calendar, Sliding, Tumbling, Window
+from eventtime import Calendar, Session, Sliding, Tumbling, Window
 
 DAY = 86_400_000
 HOUR = 3_600_000
@@ -205,3 +205,40 @@ def test_calendar_round_trips_through_the_replay_contract():
 
     for calendar in (Calendar("day", tz="Europe/Berlin"), Calendar("week", tz="UTC+8", week_start="sunday"), Calendar("month")):
         assert _window(calendar.to_dict()) == calendar
+
+
+# --- Session windows ------------------------------------------------------------------------
+
+def test_session_merge_at_equality_touching_windows_stay_apart():
+    assert Session(10).merge([Window(0, 10), Window(10, 20)]) == [Window(0, 10), Window(10, 20)]
+    assert Session(10).merge([Window(0, 10), Window(9, 19)]) == [Window(0, 19)]
+    assert Session(10).merge([Window(20, 30), Window(0, 10), Window(5, 25)]) == [Window(0, 30)]
+
+
+def test_session_accepts_durations_and_refuses_bad_gaps_naming_them():
+    assert Session("30 minutes").gap_ms == 1_800_000 == Session(timedelta(minutes=30)).gap_ms
+    assert Session(1000).to_dict() == {"type": "session", "gap_ms": 1000}
+    with pytest.raises(ValueError, match="gap must be > 0"):
+        Session(0)
+    with pytest.raises(ValueError, match="gap"):
+        Session("soon")
+    with pytest.raises(TypeError, match="gap"):
+        Session([1])
+
+
+@pytest.mark.parametrize(
+    "window, message",
+    [
+        ({"type": "session"}, "window.gap_ms is required"),
+        ({"type": "session", "gap_ms": "10"}, "window.gap_ms must be an integer"),
+        ({"type": "session", "gap_ms": 0}, "gap must be > 0"),
+        ({"type": "session", "gap_ms": 10, "size_ms": 5}, "unknown field"),
+        ({"type": "calendar", "unit": "day"}, "window.tz is required"),
+        ({"type": "hopping"}, "window.type must be one of"),
+    ],
+)
+def test_replay_contract_refuses_bad_window_objects(window, message):
+    from eventtime.core.scenario import ScenarioError, _window
+
+    with pytest.raises(ScenarioError, match=message):
+        _window(window)

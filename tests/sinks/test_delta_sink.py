@@ -7,6 +7,7 @@ import glob
 import importlib.util
 import json
 import os
+from pathlib import Path
 
 import deltalake
 import pyarrow as pa
@@ -407,3 +408,44 @@ def test_the_write_check_leaves_nothing_behind(tmp_path):
     make_sink(str(path))  # an existing table: its directory and _delta_log are written to, then cleaned
     assert sorted(os.listdir(path / "_delta_log")) == ["00000000000000000000.json"]
     assert not [p for p in os.listdir(path) if p.startswith(".eventtime")]
+
+
+def test_latest_panes_leaves_out_sessions_a_merged_session_replaced(tmp_path):
+    """Transcript 15 through the results sink, batch by batch: after each batch latest_panes shows
+    exactly the model's current sessions (a replaced session is gone)."""
+    from eventtime.core.reference import ReferenceEngine
+    from eventtime.core.scenario import parse_scenario
+
+    scenario = json.loads((Path(__file__).parents[1] / "transcripts" / "15_session_merge_of_fired_sessions.json").read_text())["scenario"]
+    parsed = parse_scenario(scenario)
+    engine = ReferenceEngine(parsed.config)
+    path = str(tmp_path / "results")
+    sink = DeltaResultsSink(path, pipeline="s", sleep=lambda s: None)
+    ms = lambda v: dt.datetime.fromtimestamp(v / 1000, dt.timezone.utc)  # noqa: E731
+    current: dict = {}
+    for batch_id, batch in enumerate(parsed.batches):
+        result = engine.process_batch(batch, parsed.now_ms)
+        for p in result.panes:
+            for w in p.merged_from:
+                current.pop((p.key, w.start_ms), None)
+            current[(p.key, p.window.start_ms)] = (p.window.end_ms, p.index, p.values["count"])
+        if not result.panes:
+            continue
+        sink(pa.table({
+            "user": [p.key for p in result.panes],
+            "window_start": pa.array([ms(p.window.start_ms) for p in result.panes], pa.timestamp("ms", tz="UTC")),
+            "window_end": pa.array([ms(p.window.end_ms) for p in result.panes], pa.timestamp("ms", tz="UTC")),
+            "pane_timing": [p.timing for p in result.panes],
+            "pane_index": pa.array([p.index for p in result.panes], pa.int64()),
+            "is_final": [p.is_final for p in result.panes],
+            "count": pa.array([p.values["count"] for p in result.panes], pa.int64()),
+            "merged_from": pa.array(
+                [[{"start": ms(w.start_ms), "end": ms(w.end_ms)} for w in p.merged_from] for p in result.panes],
+                pa.list_(pa.struct([("start", pa.timestamp("ms", tz="UTC")), ("end", pa.timestamp("ms", tz="UTC"))]))),
+        }), batch_id, "q")
+        latest = latest_panes(path)
+        got = {(r.user, int(r.window_start.timestamp() * 1000)): (int(r.window_end.timestamp() * 1000), r.pane_index, r.count)
+               for r in latest.itertuples()}
+        assert got == current, f"after batch {batch_id}"
+    # the record at 130 started a new session [130, 140) inside the replaced (and expired) [100, 135)
+    assert set(current) == {("a", 100), ("a", 130)}

@@ -92,6 +92,7 @@ class JvmReplay:
                     "index": row["pane_index"],
                     "is_final": row["is_final"],
                     **{a.name: row[a.name] for a in self.aggs},
+                    **({"merged_from": row["merged_from"]} if self.cfg.window.merging else {}),
                 })
             elif kind in ("late", "invalid"):
                 rec = self.records[row["et__rec"][2]]

@@ -19,7 +19,7 @@ from transcripts import load_transcript, transcript_paths
 
 from eventtime import ReferenceEngine, count, first, last, max, mean, min, sum
 from eventtime.core.scenario import diff_outputs, parse_scenario, render_batch, run_reference
-from property_tests.strategies import any_scenarios, flushed
+from property_tests.strategies import every_kind_scenarios, flushed
 
 pytestmark = pytest.mark.spark
 SETTINGS = settings(max_examples=250, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -34,14 +34,14 @@ def test_operator_matches_transcript(spark, path, combine):
 
 
 @SETTINGS
-@given(any_scenarios(), st.booleans())
+@given(every_kind_scenarios(), st.booleans())
 def test_operator_equals_reference(spark, scenario, combine):
     difference = diff_outputs(run_reference(parse_scenario(scenario)), run_jvm(scenario, spark, combine))
     assert difference is None, difference
 
 
 @settings(max_examples=100, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(any_scenarios())
+@given(every_kind_scenarios())
 def test_state_is_empty_after_every_window_expired(spark, scenario):
     parsed = parse_scenario(flushed(scenario))
     runner = JvmReplay(parsed, spark)
@@ -51,7 +51,7 @@ def test_state_is_empty_after_every_window_expired(spark, scenario):
 
 
 @settings(max_examples=100, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(any_scenarios(), st.booleans())
+@given(every_kind_scenarios(), st.booleans())
 def test_end_of_input_equals_reference_and_leaves_no_state(spark, scenario, combine):
     """After any sequence, the end of input fires what the model fires, then no state is left."""
     parsed = parse_scenario(scenario)
@@ -60,7 +60,7 @@ def test_end_of_input_equals_reference_and_leaves_no_state(spark, scenario, comb
     for batch in parsed.batches:
         ref.process_batch(batch, parsed.now_ms)
         runner.run_batch(batch)
-    expected = {"batches": [render_batch(ref.end_of_input())]}
+    expected = {"batches": [render_batch(ref.end_of_input(), parsed.config.window.merging)]}
     assert diff_outputs(expected, {"batches": [runner.end_of_input()]}) is None
     assert runner.state_entries() == 0
 
@@ -79,7 +79,7 @@ def _pane_rows(panes):
 
 
 @settings(max_examples=120, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(any_scenarios(), st.data())
+@given(every_kind_scenarios(), st.data())
 def test_every_aggregation_equals_reference(spark, scenario, data):
     """min/max/mean/first/last, with null and tied values, pane by pane, combined or not."""
     parsed = parse_scenario(scenario)

@@ -18,7 +18,7 @@ import eventtime
 from eventtime.core.scenario import diff_outputs, parse_scenario, run_reference
 from eventtime.core.timestamps import extract
 from eventtime.spark.replay import run_scenario
-from property_tests.strategies import calendar_scenarios, scenarios
+from property_tests.strategies import calendar_scenarios, scenarios, session_scenarios
 
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).parents[2]
@@ -41,6 +41,13 @@ def test_spark_equals_reference_on_generated_scenarios(spark, scenario):
 @settings(max_examples=2, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 @given(calendar_scenarios(max_batches=4, max_records=6))
 def test_spark_equals_reference_on_generated_calendar_scenarios(spark, scenario):
+    difference = diff_outputs(run_reference(parse_scenario(scenario)), run_scenario(scenario, spark=spark))
+    assert difference is None, difference
+
+
+@settings(max_examples=2, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@given(session_scenarios(max_batches=4, max_records=6))
+def test_spark_equals_reference_on_generated_session_scenarios(spark, scenario):
     difference = diff_outputs(run_reference(parse_scenario(scenario)), run_scenario(scenario, spark=spark))
     assert difference is None, difference
 

@@ -80,6 +80,13 @@ public final class InProcess {
         put(cell, "v", r.get(i));
         a.add(cell.get("v"));
       }
+    } else if (v instanceof scala.collection.Seq) {
+      ArrayNode a = o.putArray(name);
+      for (Object item : scala.jdk.javaapi.CollectionConverters.asJava((scala.collection.Seq<?>) v)) {
+        ObjectNode cell = JSON.createObjectNode();
+        put(cell, "v", item);
+        a.add(cell.get("v"));
+      }
     } else o.put(name, v.toString());
   }
 

@@ -16,7 +16,7 @@ import org.apache.spark.sql.types.StructType;
  *                           et__n, et__tmax, et__rec, et__accs (a partial's accumulators, binary)
  * output   (Spark result) : kind, keys, window_start, window_end, pane_timing, pane_index, is_final,
  *                           aggregations, reason, event_time, raw_timestamp, watermark, lateness_ms,
- *                           partition, offset, payload, stat_max_event_time, stat_rows, et__rec
+ *                           partition, offset, payload, stat_max_event_time, stat_rows, merged_from, et__rec
  * </pre>
  */
 final class Layout {
@@ -37,7 +37,7 @@ final class Layout {
   final int cls, ms, part, off, reason, raw, n, tmax, rec, p0, width;
   // output
   final int oWs, oWe, oTiming, oIndex, oFinal, oAgg0, oReason, oEventTime, oRaw, oWatermark, oLateness, oPart, oOff,
-      oPayload, oStatMax, oStatRows, oRec, oWidth;
+      oPayload, oStatMax, oStatRows, oMerged, oRec, oWidth;
 
   Layout(Spec spec) {
     nk = spec.keyFields.length;
@@ -70,8 +70,9 @@ final class Layout {
     oPayload = oReason + 7;
     oStatMax = oReason + 8;
     oStatRows = oReason + 9;
-    oRec = oReason + 10;
-    oWidth = oReason + 11;
+    oMerged = oReason + 10;
+    oRec = oReason + 11;
+    oWidth = oReason + 12;
   }
 
   static StructType operatorSchema(Spec spec) {

@@ -33,6 +33,6 @@ final class Live implements UDF2<Long, Integer, Boolean> {
       attempt = tc.taskAttemptId();
       read = true;
     }
-    return watermark != null && spec.isLive(ms, watermark);
+    return watermark != null && spec.foldable(ms, watermark);
   }
 }

@@ -111,7 +111,7 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
         for (int i = 0; i < nk; i++) keys[i] = r.get(Layout.IN_K0 + i);
         if (cls == Layout.INVALID) return passRow(Layout.PASS, keys, Layout.INVALID, null, r, rec);
         // a data row without its record was judged live under this batch's watermark (Live)
-        if (rec == null || (watermark != null && spec.isLive(ms, watermark))) {
+        if (rec == null || (watermark != null && spec.foldable(ms, watermark))) {
           Object[] hashable = new Object[nk];
           for (int i = 0; i < nk; i++) hashable[i] = keys[i] instanceof byte[] ? ByteBuffer.wrap((byte[]) keys[i]) : keys[i];
           long slice = spec.sliceOf(ms);

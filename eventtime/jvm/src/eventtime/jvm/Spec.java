@@ -31,6 +31,9 @@ public final class Spec implements Serializable {
   public final long sizeMs, slideMs, offsetMs, latenessMs, sliceMs;
   /** Calendar windows (local day / week / month in {@link #zone}) instead of a fixed grid. */
   public final boolean calendar;
+  /** Session windows (merging, per key; see {@link Sessions}): records closer than gapMs. */
+  public final boolean session;
+  public final long gapMs;
   public static final int DAY = 0, WEEK = 1, MONTH = 2;
   private final int calendarUnit;
   private final ZoneId zone;
@@ -65,7 +68,15 @@ public final class Spec implements Serializable {
       JsonNode w = n.get("window");
       String type = w.get("type").asText();
       calendar = "calendar".equals(type);
-      if (calendar) {
+      session = "session".equals(type);
+      gapMs = session ? w.get("gap_ms").asLong() : 0;
+      if (session) {
+        calendarUnit = -1;
+        zone = null;
+        weekStart = null;
+        sizeMs = slideMs = offsetMs = 0;
+        sliceMs = 1;
+      } else if (calendar) {
         calendarUnit = java.util.Arrays.asList("day", "week", "month").indexOf(w.get("unit").asText());
         if (calendarUnit < 0) throw new IllegalArgumentException("eventtime: unknown calendar unit " + w.get("unit"));
         zone = ZoneId.of(w.get("tz").asText());
@@ -206,6 +217,14 @@ public final class Spec implements Serializable {
   /** A record is live (not too late) while its last window has not expired: m + L > W. */
   public boolean isLive(long ts, long watermark) {
     return lastWindowEnd(ts) - 1 + latenessMs > watermark;
+  }
+
+  /**
+   * Whether the map-side combine may fold a data row at ts under the batch's watermark: it is
+   * live. Never for sessions, whose lateness depends on the key's sessions (the operator judges).
+   */
+  public boolean foldable(long ts, long watermark) {
+    return !session && isLive(ts, watermark);
   }
 
   /** Start of the first window containing ts. */

@@ -194,9 +194,18 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   }
 
   private Row pane(Row key, long ws, String timing, long index, boolean fin, Acc[] acc, long watermark) {
+    return pane(key, ws, spec.windowEnd(ws), timing, index, fin, acc, watermark, null);
+  }
+
+  private Row pane(Row key, long ws, long we, String timing, long index, boolean fin, Acc[] acc, long watermark, List<long[]> mergedFrom) {
     Object[] o = outRow("pane", key, 0);
     o[lay.oWs] = ws;
-    o[lay.oWe] = spec.windowEnd(ws);
+    o[lay.oWe] = we;
+    if (mergedFrom != null) {
+      List<Row> bounds = new ArrayList<>(mergedFrom.size());
+      for (long[] b : mergedFrom) bounds.add(RowFactory.create(b[0], b[1]));
+      o[lay.oMerged] = CollectionConverters.asScala(bounds).toSeq();
+    }
     o[lay.oTiming] = timing;
     o[lay.oIndex] = index;
     o[lay.oFinal] = fin;
@@ -206,14 +215,18 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   }
 
   private Row lateRecord(Row r, long ts, long watermark) {
+    return lateRecord(r, ts, watermark, spec.firstWindowOf(ts), spec.lastWindowEnd(ts));
+  }
+
+  private Row lateRecord(Row r, long ts, long watermark, long ws, long we) {
     Object[] o = outRow("late", r, Layout.K0);
     o[lay.oReason] = "too_late";
     o[lay.oEventTime] = ts;
     // Spark reports 0 before the first watermark: no watermark yet (null).
     o[lay.oWatermark] = watermark > 0 ? watermark : null;
     o[lay.oLateness] = watermark - ts;
-    o[lay.oWs] = spec.firstWindowOf(ts);
-    o[lay.oWe] = spec.lastWindowEnd(ts);
+    o[lay.oWs] = ws;
+    o[lay.oWe] = we;
     o[lay.oPart] = r.get(lay.part);
     o[lay.oOff] = r.get(lay.off);
     o[lay.oRec] = r.get(lay.rec);
@@ -287,18 +300,28 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
       for (Iterator<Tuple2<Row, byte[]>> it = CollectionConverters.asJava(keys.iterator()); it.hasNext(); ) entries.add(it.next());
       for (Tuple2<Row, byte[]> e : entries) {
         if (!skip.isEmpty() && skip.containsKey(groupKey(e._1(), 0, lay.nk))) continue;
+        if (spec.session) {
+          Sessions st = Sessions.decode(spec, lay.na, e._2());
+          if (st.sweep(m.w, watermark, emitter(e._1(), watermark, out))) storeSessions(e._1(), st);
+          continue;
+        }
         KeyState st = decode(e._2());
         if (sweep(st, m.w, watermark, e._1(), out)) store(e._1(), st);
       }
-      m.windows.removeIf(ws -> spec.maxTs(ws) + spec.latenessMs <= watermark);
+      m.windows.removeIf(ws -> metaMaxTs(ws) + spec.latenessMs <= watermark);
     }
     m.w = watermark;
+  }
+
+  /** The max timestamp m of a window of the bucket's meta (for sessions the entries are m themselves). */
+  private long metaMaxTs(long entry) {
+    return spec.session ? entry : spec.maxTs(entry);
   }
 
   private long nextEvent(Meta m) {
     long next = Long.MAX_VALUE;
     for (long ws : m.windows) {
-      long mt = spec.maxTs(ws);
+      long mt = metaMaxTs(ws);
       if (!spec.finalOnly && mt > m.w) next = Math.min(next, mt);
       if (mt + spec.latenessMs > m.w) next = Math.min(next, mt + spec.latenessMs);
     }
@@ -365,7 +388,8 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
       Row first = keyRows.get(0);
       Object[] kv = new Object[lay.nk];
       for (int i = 0; i < lay.nk; i++) kv[i] = first.get(Layout.K0 + i);
-      processKey(m, RowFactory.create(kv), keyRows, wPrev, watermark, out);
+      if (spec.session) processSessionKey(m, RowFactory.create(kv), keyRows, wPrev, watermark, out);
+      else processKey(m, RowFactory.create(kv), keyRows, wPrev, watermark, out);
     }
     if (spec.bounded) {
       sweepBucket(m, Spec.END_OF_INPUT_MS, out, java.util.Collections.emptyMap()); // a static DataFrame ends with its input
@@ -448,6 +472,41 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   }
 
   private boolean sweptChanged;
+
+  // --- session windows (Sessions.java) ---------------------------------------------------------
+
+  private Sessions.Emit emitter(Row key, long watermark, List<Row> out) {
+    return new Sessions.Emit() {
+      @Override
+      public void pane(Sessions.Sess s, String timing, long index, boolean fin, Acc[] values, List<long[]> mergedFrom) {
+        out.add(WindowOperator.this.pane(key, s.start, s.end, timing, index, fin, values, watermark, mergedFrom));
+      }
+
+      @Override
+      public void late(Row r, long ts, long ws, long we) {
+        out.add(lateRecord(r, ts, watermark, ws, we));
+      }
+    };
+  }
+
+  private void storeSessions(Row key, Sessions st) {
+    if (st.isEmpty()) keys.removeKey(key);
+    else keys.updateValue(key, st.encode());
+  }
+
+  /** One key of a session window: catch-up sweep to W, then the batch's rows merged in. */
+  private void processSessionKey(Meta m, Row key, List<Row> rows, long wPrev, long watermark, List<Row> out) {
+    byte[] bytes = keys.getValue(key);
+    Sessions st = bytes == null ? new Sessions(spec, lay.na) : Sessions.decode(spec, lay.na, bytes);
+    st.sweep(wPrev, watermark, emitter(key, watermark, out));
+    List<Row> data = new ArrayList<>(rows.size());
+    for (Row r : rows) if (r.getInt(lay.cls) == Layout.DATA) data.add(r);
+    List<Long> newMaxTs = new ArrayList<>();
+    st.add(data, lay, watermark, emitter(key, watermark, out), newMaxTs);
+    m.windows.addAll(newMaxTs);
+    if (spec.bounded) st.sweep(watermark, Spec.END_OF_INPUT_MS, emitter(key, Spec.END_OF_INPUT_MS, out));
+    storeSessions(key, st);
+  }
 
   /** The key's state (new when none), swept from wPrev to W (the bucket's catch-up for this key). */
   private KeyState load(Row key, long wPrev, long watermark, List<Row> out) {

@@ -1,0 +1,236 @@
+package eventtime.jvm;
+
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import org.apache.spark.sql.Row;
+
+/**
+ * The session windows of one user key (docs/semantics.md, "Session windows"): disjoint
+ * sessions [start, end), each with its accumulators, pane index and the bounds of this lineage's
+ * panes still shown as current (a merged session's next pane replaces them: merged_from).
+ * The same rules as eventtime/core/reference.py, held to it by the transcript and property tests.
+ */
+final class Sessions {
+  /** One session. */
+  static final class Sess {
+    long start, end;
+    Acc[] all;
+    /** What arrived since the last pane (discarding mode only, else null). */
+    Acc[] since;
+    /** A pane was emitted at exactly these bounds. */
+    boolean fired;
+    long nextIndex;
+    /** start -> end of the panes of this lineage shown as current (disjoint, so starts are unique). */
+    final TreeMap<Long, Long> shown = new TreeMap<>();
+  }
+
+  /** Receives the rows a key's sessions produce. */
+  interface Emit {
+    void pane(Sess s, String timing, long index, boolean fin, Acc[] values, List<long[]> mergedFrom);
+
+    void late(Row r, long ts, long ws, long we);
+  }
+
+  final TreeMap<Long, Sess> byStart = new TreeMap<>();
+  private final Spec spec;
+  private final int na;
+
+  Sessions(Spec spec, int na) {
+    this.spec = spec;
+    this.na = na;
+  }
+
+  boolean isEmpty() {
+    return byStart.isEmpty();
+  }
+
+  private Acc[] newAccs() {
+    Acc[] a = new Acc[na];
+    for (int i = 0; i < na; i++) a[i] = new Acc();
+    return a;
+  }
+
+  private void mergeInto(Acc[] into, Acc[] from) {
+    for (int i = 0; i < na; i++) into[i].merge(spec, i, from[i]);
+  }
+
+  // --- encoding ------------------------------------------------------------------------------
+
+  static Sessions decode(Spec spec, int na, byte[] bytes) {
+    Sessions st = new Sessions(spec, na);
+    try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(bytes))) {
+      int n = (int) Acc.readVarLong(in);
+      long previous = 0;
+      for (int k = 0; k < n; k++) {
+        Sess s = new Sess();
+        s.start = previous + Acc.readVarLong(in);
+        s.end = s.start + Acc.readVarLong(in);
+        previous = s.start;
+        s.fired = in.readBoolean();
+        s.nextIndex = Acc.readVarLong(in);
+        int shown = (int) Acc.readVarLong(in);
+        for (int j = 0; j < shown; j++) {
+          long ws = Acc.readVarLong(in);
+          s.shown.put(ws, ws + Acc.readVarLong(in));
+        }
+        s.all = new Acc[na];
+        for (int i = 0; i < na; i++) s.all[i] = Acc.read(spec, i, in);
+        if (spec.discarding) {
+          s.since = new Acc[na];
+          for (int i = 0; i < na; i++) s.since[i] = Acc.read(spec, i, in);
+        }
+        st.byStart.put(s.start, s);
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    return st;
+  }
+
+  byte[] encode() {
+    ByteArrayOutputStream buf = new ByteArrayOutputStream(64);
+    try (DataOutputStream out = new DataOutputStream(buf)) {
+      Acc.writeVarLong(out, byStart.size());
+      long previous = 0;
+      for (Sess s : byStart.values()) {
+        Acc.writeVarLong(out, s.start - previous);
+        Acc.writeVarLong(out, s.end - s.start);
+        previous = s.start;
+        out.writeBoolean(s.fired);
+        Acc.writeVarLong(out, s.nextIndex);
+        Acc.writeVarLong(out, s.shown.size());
+        for (Map.Entry<Long, Long> e : s.shown.entrySet()) {
+          Acc.writeVarLong(out, e.getKey());
+          Acc.writeVarLong(out, e.getValue() - e.getKey());
+        }
+        for (int i = 0; i < na; i++) s.all[i].write(spec, i, out);
+        if (spec.discarding) for (int i = 0; i < na; i++) s.since[i].write(spec, i, out);
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    return buf.toByteArray();
+  }
+
+  // --- the rules -----------------------------------------------------------------------------
+
+  private void emitPane(Sess s, String timing, boolean fin, Emit emit) {
+    List<long[]> mergedFrom = new ArrayList<>(s.shown.size());
+    for (Map.Entry<Long, Long> e : s.shown.entrySet()) {
+      if (e.getKey() != s.start || e.getValue() != s.end) mergedFrom.add(new long[] {e.getKey(), e.getValue()});
+    }
+    emit.pane(s, timing, s.nextIndex, fin, spec.discarding && !Spec.FINAL.equals(timing) ? s.since : s.all, mergedFrom);
+    s.nextIndex++;
+    s.fired = true;
+    s.shown.clear();
+    s.shown.put(s.start, s.end);
+    if (spec.discarding) s.since = newAccs();
+  }
+
+  /**
+   * From wPrev to W: a session not fired at its bounds fires ON_TIME once m <= W (FINAL at
+   * expiry in final_only); a session with m + L <= W is purged. Returns whether state changed.
+   */
+  boolean sweep(long wPrev, long watermark, Emit emit) {
+    if (watermark <= wPrev) return false;
+    boolean changed = false;
+    long lateness = spec.latenessMs;
+    for (Iterator<Sess> it = byStart.values().iterator(); it.hasNext(); ) {
+      Sess s = it.next();
+      long m = s.end - 1;
+      boolean expired = m + lateness <= watermark;
+      if (spec.finalOnly) {
+        if (expired) emitPane(s, Spec.FINAL, true, emit);
+      } else if (!s.fired && m <= watermark) {
+        emitPane(s, Spec.ON_TIME, expired, emit);
+        changed = true;
+      }
+      if (expired) {
+        it.remove();
+        changed = true;
+      }
+    }
+    return changed;
+  }
+
+  /**
+   * Adds a batch's data rows of this key (already swept to W): the rows are merged with each
+   * other and with the live sessions first; a row is late only when the session it ends up in
+   * has expired (m + L <= W), which needs a session made of new rows alone. A due session that
+   * received rows emits a LATE pane. Adds to {@code newMaxTs} the m of every session it made.
+   */
+  void add(List<Row> rows, Layout lay, long watermark, Emit emit, List<Long> newMaxTs) {
+    int nr = rows.size();
+    long[] ts = new long[nr];
+    for (int j = 0; j < nr; j++) ts[j] = rows.get(j).getLong(lay.ms);
+    // items: live sessions (index >= 0 into sessions) and rows (~j), ordered by start
+    List<Sess> live = new ArrayList<>(byStart.values());
+    Integer[] order = new Integer[live.size() + nr];
+    for (int i = 0; i < live.size(); i++) order[i] = i;
+    for (int j = 0; j < nr; j++) order[live.size() + j] = ~j;
+    java.util.Arrays.sort(order, (a, b) -> Long.compare(a >= 0 ? live.get(a).start : ts[~a], b >= 0 ? live.get(b).start : ts[~b]));
+    List<Sess> touched = new ArrayList<>();
+    int i = 0;
+    while (i < order.length) {
+      long cs = Long.MAX_VALUE, ce = Long.MIN_VALUE;
+      List<Sess> members = new ArrayList<>();
+      List<Integer> mine = new ArrayList<>();
+      int k = i;
+      while (k < order.length) {
+        int item = order[k];
+        long s = item >= 0 ? live.get(item).start : ts[~item];
+        long e = item >= 0 ? live.get(item).end : ts[~item] + spec.gapMs;
+        if (k > i && s >= ce) break; // half-open: touching is not overlapping
+        cs = Math.min(cs, s);
+        ce = Math.max(ce, e);
+        if (item >= 0) members.add(live.get(item));
+        else mine.add(~item);
+        k++;
+      }
+      i = k;
+      if (mine.isEmpty()) continue;
+      if (members.isEmpty() && ce - 1 + spec.latenessMs <= watermark) {
+        for (int j : mine) emit.late(rows.get(j), ts[j], cs, ce);
+        continue;
+      }
+      Sess n = new Sess();
+      n.start = cs;
+      n.end = ce;
+      n.all = newAccs();
+      if (spec.discarding) n.since = newAccs();
+      for (Sess m : members) {
+        mergeInto(n.all, m.all);
+        if (spec.discarding) mergeInto(n.since, m.since);
+        n.nextIndex = Math.max(n.nextIndex, m.nextIndex);
+        n.shown.putAll(m.shown);
+        if (m.fired && m.start == cs && m.end == ce) n.fired = true;
+        byStart.remove(m.start);
+      }
+      for (int j : mine) {
+        Row rec = rows.get(j).getStruct(lay.rec);
+        for (int a = 0; a < na; a++) {
+          Object value = spec.aggFields[a] < 0 ? null : rec.get(spec.aggFields[a]);
+          n.all[a].add(spec, a, value, ts[j]);
+          if (spec.discarding) n.since[a].add(spec, a, value, ts[j]);
+        }
+      }
+      byStart.put(cs, n);
+      touched.add(n);
+      newMaxTs.add(ce - 1);
+    }
+    if (!spec.finalOnly) {
+      for (Sess s : touched) {
+        if (s.end - 1 <= watermark) emitPane(s, Spec.LATE, false, emit);
+      }
+    }
+  }
+}

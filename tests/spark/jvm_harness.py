@@ -79,6 +79,10 @@ class JvmReplay:
     def state_entries(self) -> int:
         return self.engine.stateEntries()
 
+    def keys_read(self) -> int:
+        """User keys whose state the operator has read so far."""
+        return self.engine.keysRead()
+
     def _render(self, outputs: list) -> dict:
         panes, late, invalid, stats = [], [], [], []
         for row in outputs:

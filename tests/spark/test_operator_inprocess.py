@@ -187,3 +187,31 @@ def test_jvm_calendar_arithmetic_is_the_python_rules(spark, params, offsets, wat
             assert list(spec.windowsOfSlice(x.start_ms)) == [x.start_ms]
             for wm in (_CAL_BASE_MS + watermark_offset, x.max_timestamp_ms + lateness - 1, x.max_timestamp_ms + lateness):
                 assert spec.isLive(t, wm) == (not is_expired(x, wm, lateness)), (t, wm)
+
+
+def test_session_timers_read_only_the_keys_that_are_due_not_every_key(spark):
+    """2 000 keys hold long-lived sessions (L = 1 000 s); then one key gets a record per batch
+    and its previous session fires each time. Per batch the operator reads the state of the
+    keys with rows or with a session due or expiring, not of every key of the bucket (a bucket
+    holds about 2 000 / 32 keys), and nothing is left after the drain."""
+    from eventtime.core.scenario import Scenario
+    from eventtime.core.config import EngineConfig
+    from eventtime import Record, Session
+
+    idle = [Record(f"user-{i}", 1000, {"value": 1}) for i in range(2000)]
+    hot = [[Record("hot", 1000 + b * 2000, {"value": b})] for b in range(1, 21)]
+    config = EngineConfig(Session(1000), (count(), sum("value", name="sum")), allowed_lateness_ms=1_000_000, min_valid_ms=1)
+    scenario = Scenario(config, (tuple(idle), *[tuple(b) for b in hot], (Record(None, 2_000_000, heartbeat=True),)), now_ms=10**9)
+    ref = ReferenceEngine(config)
+    runner = JvmReplay(scenario, spark)
+    reads = []
+    for batch in scenario.batches:
+        before = runner.keys_read()
+        got = runner.run_batch(batch)
+        reads.append(runner.keys_read() - before)
+        assert diff_outputs({"batches": [render_batch(ref.process_batch(batch, scenario.now_ms), True)]}, {"batches": [got]}) is None
+    assert reads[0] == 2000  # every key is new
+    assert reads[1] == 2001  # the idle sessions' ON_TIME (all due at once) and the hot key
+    assert all(n <= 2 for n in reads[2:-1]), reads  # the hot key, read once for its rows (its due entry is skipped)
+    assert reads[-1] == 2001  # the drain: every session expires
+    assert runner.state_entries() == 0

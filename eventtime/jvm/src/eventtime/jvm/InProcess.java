@@ -34,13 +34,15 @@ public final class InProcess {
   private final Spec spec;
   private final Layout lay;
   private final TwsTester<Row, Row, Row> tester;
+  private final WindowOperator operator;
   private final Map<List<Object>, Row> keys = new LinkedHashMap<>();
 
   public InProcess(String specJson) {
     spec = new Spec(specJson);
     lay = new Layout(spec);
+    operator = new WindowOperator(spec);
     tester = new TwsTester<>(
-        new WindowOperator(spec),
+        operator,
         scala.collection.immutable.List$.MODULE$.empty(),
         spec.bounded ? TimeMode.None() : TimeMode.EventTime(),
         OutputMode.Append(),
@@ -156,11 +158,17 @@ public final class InProcess {
     }
   }
 
-  /** Number of state entries left: user keys in the buckets' maps, and bucket values. */
+  /** User keys whose state the operator has read so far. */
+  public long keysRead() {
+    return operator.keysRead();
+  }
+
+  /** Number of state entries left: user keys in the buckets' maps, due-index chunks, bucket values. */
   public int stateEntries() {
     int n = 0;
     for (Row g : keys.values()) {
       n += tester.peekMapState("keys", g).size();
+      if (spec.session) n += tester.peekMapState("due", g).size();
       if (tester.peekValueState("meta", g).isDefined()) n++;
     }
     return n;

@@ -41,6 +41,8 @@ final class Sessions {
   }
 
   final TreeMap<Long, Sess> byStart = new TreeMap<>();
+  /** The event this key is listed under in the bucket's {@link DueIndex} (MIN_VALUE: none). */
+  long indexedEvent = Long.MIN_VALUE;
   private final Spec spec;
   private final int na;
 
@@ -68,6 +70,7 @@ final class Sessions {
   static Sessions decode(Spec spec, int na, byte[] bytes) {
     Sessions st = new Sessions(spec, na);
     try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(bytes))) {
+      st.indexedEvent = Acc.readVarLong(in);
       int n = (int) Acc.readVarLong(in);
       long previous = 0;
       for (int k = 0; k < n; k++) {
@@ -99,6 +102,7 @@ final class Sessions {
   byte[] encode() {
     ByteArrayOutputStream buf = new ByteArrayOutputStream(64);
     try (DataOutputStream out = new DataOutputStream(buf)) {
+      Acc.writeVarLong(out, indexedEvent);
       Acc.writeVarLong(out, byStart.size());
       long previous = 0;
       for (Sess s : byStart.values()) {
@@ -122,6 +126,17 @@ final class Sessions {
   }
 
   // --- the rules -----------------------------------------------------------------------------
+
+  /** The next time a session of this key needs the watermark: an ON_TIME m or an expiry m + L. */
+  long nextEvent() {
+    long next = Long.MAX_VALUE;
+    for (Sess s : byStart.values()) {
+      long m = s.end - 1;
+      if (!spec.finalOnly && !s.fired) next = Math.min(next, m);
+      next = Math.min(next, m + spec.latenessMs);
+    }
+    return next;
+  }
 
   private void emitPane(Sess s, String timing, boolean fin, Emit emit) {
     List<long[]> mergedFrom = new ArrayList<>(s.shown.size());
@@ -166,9 +181,9 @@ final class Sessions {
    * Adds a batch's data rows of this key (already swept to W): the rows are merged with each
    * other and with the live sessions first; a row is late only when the session it ends up in
    * has expired (m + L <= W), which needs a session made of new rows alone. A due session that
-   * received rows emits a LATE pane. Adds to {@code newMaxTs} the m of every session it made.
+   * received rows emits a LATE pane.
    */
-  void add(List<Row> rows, Layout lay, long watermark, Emit emit, List<Long> newMaxTs) {
+  void add(List<Row> rows, Layout lay, long watermark, Emit emit) {
     int nr = rows.size();
     long[] ts = new long[nr];
     for (int j = 0; j < nr; j++) ts[j] = rows.get(j).getLong(lay.ms);
@@ -225,7 +240,6 @@ final class Sessions {
       }
       byStart.put(cs, n);
       touched.add(n);
-      newMaxTs.add(ce - 1);
     }
     if (!spec.finalOnly) {
       for (Sess s : touched) {

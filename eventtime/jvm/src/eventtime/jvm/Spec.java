@@ -219,6 +219,11 @@ public final class Spec implements Serializable {
     return lastWindowEnd(ts) - 1 + latenessMs > watermark;
   }
 
+  /** Session windows: the width of the time slots of the bucket's due index ({@link DueIndex}). */
+  public long dueSlotMs() {
+    return Math.max(1, (gapMs + latenessMs) / 64);
+  }
+
   /**
    * Whether the map-side combine may fold a data row at ts under the batch's watermark: it is
    * live. Never for sessions, whose lateness depends on the key's sessions (the operator judges).

@@ -56,6 +56,10 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   private transient Layout lay;
   private transient ValueState<byte[]> meta;
   private transient MapState<Row, byte[]> keys;
+  /** User keys whose state this operator read (a key per read; the scaling tests count them). */
+  private long keysRead;
+  /** Session windows only: the chunks of the bucket's {@link DueIndex}. */
+  private transient MapState<Row, byte[]> dueChunks;
 
   public WindowOperator(Spec spec) {
     this.spec = spec;
@@ -72,6 +76,12 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     long w;
     long timer = Long.MIN_VALUE;
     final TreeSet<Long> windows = new TreeSet<>();
+    /** Session windows: which keys are due when (the window starts above stay empty). */
+    DueIndex due;
+  }
+
+  long keysRead() {
+    return keysRead;
   }
 
   @Override
@@ -79,6 +89,9 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     lay = new Layout(spec);
     meta = getHandle().getValueState("meta", Encoders.BINARY(), TTLConfig.NONE());
     keys = getHandle().getMapState("keys", Encoders.row(Layout.userKeySchema(spec)), Encoders.BINARY(), TTLConfig.NONE());
+    if (spec.session) {
+      dueChunks = getHandle().getMapState("due", Encoders.row(DueIndex.CHUNK_KEY), Encoders.BINARY(), TTLConfig.NONE());
+    }
   }
 
   // --- state ---------------------------------------------------------------------------------
@@ -87,19 +100,27 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     byte[] bytes = meta.get();
     if (bytes == null) return null;
     try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(bytes))) {
-      Meta m = new Meta();
+      Meta m = newMeta();
       m.w = Acc.readVarLong(in);
       m.timer = Acc.readVarLong(in);
       int n = (int) Acc.readVarLong(in);
       for (int i = 0; i < n; i++) m.windows.add(Acc.readVarLong(in));
+      if (m.due != null) m.due.read(in);
       return m;
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
   }
 
+  private Meta newMeta() {
+    Meta m = new Meta();
+    if (spec.session) m.due = new DueIndex(dueChunks, spec.dueSlotMs());
+    return m;
+  }
+
   private void saveMeta(Meta m) {
-    if (m.windows.isEmpty()) {
+    if (m.due != null) m.due.flush();
+    if (m.windows.isEmpty() && (m.due == null || m.due.isEmpty())) {
       meta.clear();
       return;
     }
@@ -109,6 +130,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
       Acc.writeVarLong(out, m.timer);
       Acc.writeVarLong(out, m.windows.size());
       for (long ws : m.windows) Acc.writeVarLong(out, ws);
+      if (m.due != null) m.due.write(out);
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
@@ -295,33 +317,41 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
    */
   private void sweepBucket(Meta m, long watermark, List<Row> out, Map<List<Object>, List<Row>> skip) {
     if (watermark <= m.w) return;
+    if (spec.session) {
+      // only the keys listed as due by W (the keys in skip are swept as their rows are read)
+      for (DueIndex.Entry e : m.due.takeDue(watermark)) {
+        if (!skip.isEmpty() && skip.containsKey(groupKey(e.key, 0, lay.nk))) continue;
+        byte[] bytes = keys.getValue(e.key);
+        keysRead++;
+        if (bytes == null) continue;
+        Sessions st = Sessions.decode(spec, lay.na, bytes);
+        if (st.indexedEvent != e.event) continue; // listed again since, under another event
+        st.sweep(m.w, watermark, emitter(e.key, watermark, out));
+        storeSessions(m, e.key, st);
+      }
+      m.w = watermark;
+      return;
+    }
     if (nextEvent(m) <= watermark) {
       List<Tuple2<Row, byte[]>> entries = new ArrayList<>();
       for (Iterator<Tuple2<Row, byte[]>> it = CollectionConverters.asJava(keys.iterator()); it.hasNext(); ) entries.add(it.next());
+      keysRead += entries.size();
       for (Tuple2<Row, byte[]> e : entries) {
         if (!skip.isEmpty() && skip.containsKey(groupKey(e._1(), 0, lay.nk))) continue;
-        if (spec.session) {
-          Sessions st = Sessions.decode(spec, lay.na, e._2());
-          if (st.sweep(m.w, watermark, emitter(e._1(), watermark, out))) storeSessions(e._1(), st);
-          continue;
-        }
-        KeyState st = decode(e._2());
+          KeyState st = decode(e._2());
         if (sweep(st, m.w, watermark, e._1(), out)) store(e._1(), st);
       }
-      m.windows.removeIf(ws -> metaMaxTs(ws) + spec.latenessMs <= watermark);
+      m.windows.removeIf(ws -> spec.maxTs(ws) + spec.latenessMs <= watermark);
     }
     m.w = watermark;
   }
 
-  /** The max timestamp m of a window of the bucket's meta (for sessions the entries are m themselves). */
-  private long metaMaxTs(long entry) {
-    return spec.session ? entry : spec.maxTs(entry);
-  }
 
   private long nextEvent(Meta m) {
+    if (m.due != null) return m.due.next();
     long next = Long.MAX_VALUE;
     for (long ws : m.windows) {
-      long mt = metaMaxTs(ws);
+      long mt = spec.maxTs(ws);
       if (!spec.finalOnly && mt > m.w) next = Math.min(next, mt);
       if (mt + spec.latenessMs > m.w) next = Math.min(next, mt + spec.latenessMs);
     }
@@ -372,7 +402,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     Meta m = loadMeta();
     long wPrev;
     if (m == null) {
-      m = new Meta();
+      m = newMeta();
       m.w = wPrev = watermark;
     } else {
       // Catch-up: with data in every batch Spark runs no no-data batch, and the timer due at W
@@ -489,28 +519,37 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     };
   }
 
-  private void storeSessions(Row key, Sessions st) {
-    if (st.isEmpty()) keys.removeKey(key);
-    else keys.updateValue(key, st.encode());
+  /** Stores a key's sessions, listing the key in the due index under its next event. */
+  private void storeSessions(Meta m, Row key, Sessions st) {
+    if (st.isEmpty()) {
+      keys.removeKey(key); // its index entry, if any, is dropped when read
+      return;
+    }
+    long next = st.nextEvent();
+    if (next != st.indexedEvent) {
+      st.indexedEvent = next;
+      m.due.add(next, key);
+    }
+    keys.updateValue(key, st.encode());
   }
 
   /** One key of a session window: catch-up sweep to W, then the batch's rows merged in. */
   private void processSessionKey(Meta m, Row key, List<Row> rows, long wPrev, long watermark, List<Row> out) {
     byte[] bytes = keys.getValue(key);
+    keysRead++;
     Sessions st = bytes == null ? new Sessions(spec, lay.na) : Sessions.decode(spec, lay.na, bytes);
     st.sweep(wPrev, watermark, emitter(key, watermark, out));
     List<Row> data = new ArrayList<>(rows.size());
     for (Row r : rows) if (r.getInt(lay.cls) == Layout.DATA) data.add(r);
-    List<Long> newMaxTs = new ArrayList<>();
-    st.add(data, lay, watermark, emitter(key, watermark, out), newMaxTs);
-    m.windows.addAll(newMaxTs);
+    st.add(data, lay, watermark, emitter(key, watermark, out));
     if (spec.bounded) st.sweep(watermark, Spec.END_OF_INPUT_MS, emitter(key, Spec.END_OF_INPUT_MS, out));
-    storeSessions(key, st);
+    storeSessions(m, key, st);
   }
 
   /** The key's state (new when none), swept from wPrev to W (the bucket's catch-up for this key). */
   private KeyState load(Row key, long wPrev, long watermark, List<Row> out) {
     byte[] bytes = keys.getValue(key);
+    keysRead++;
     if (bytes == null) {
       sweptChanged = false;
       return new KeyState();

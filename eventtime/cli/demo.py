@@ -4,8 +4,11 @@ It writes a deterministic stream into ``DIR/input`` (one file per micro-batch), 
 streaming query in local Spark — timestamp quarantine, 1-minute windows per user with
 3 minutes of allowed lateness — into ``DIR/results`` and ``DIR/late`` (Delta tables), with
 its checkpoint in ``DIR/checkpoint``, shows progress per micro-batch, and ends with a
-summary, the conservation check and a plot of the late data. Running it again on the same
-``DIR`` resumes from the checkpoint; once finished it is a no-op that prints the summary.
+summary, the conservation check and a plot of the late data. Then two bounded jobs read the
+same events: sessions per user (``Session``, 15 s gap) into ``DIR/sessions`` and calendar
+days in Europe/Berlin (``Calendar``) into ``DIR/days`` (``--streaming-only`` skips them).
+Running it again on the same ``DIR`` resumes from the checkpoint; once finished it is a
+no-op that prints the summary.
 """
 
 from __future__ import annotations
@@ -16,12 +19,12 @@ import os
 import sys
 import time
 from dataclasses import asdict
-from typing import Callable, Optional, TextIO
+from typing import Any, Callable, Optional, TextIO
 
 from ..core.config import EngineConfig
 from ..core.conservation import ConservationReport, conservation
 from ..core.kinds import RECORD_KINDS
-from ..core.window import Tumbling
+from ..core.window import Calendar, Session, Tumbling
 from .demo_data import DEMO_SCHEMA_DDL, DemoStream, write_stream
 
 __all__ = ["run_demo", "DemoError", "demo_pipeline"]
@@ -170,6 +173,67 @@ def _run_query(router, checkpoint: str, files: int, say: Callable[[str], None], 
     return batches
 
 
+#: The bounded jobs after the streaming query: (table folder, window, what it shows).
+BOUNDED_JOBS = (
+    ("sessions", Session("15 seconds"), "sessions per user_id (a new session after 15 s without events)"),
+    ("days", Calendar("day", tz="Europe/Berlin"), "calendar days per user_id in Europe/Berlin"),
+)
+
+
+def bounded_job(spark, stream: DemoStream, directory: str, name: str, window) -> Any:
+    """One of the demo's bounded jobs: every input file as one batch, run to the end of input,
+    panes into ``DIR/<name>/results``, late and invalid records into ``DIR/<name>/late``."""
+    from ..sinks import DeltaLateSink, DeltaResultsSink
+    from ..spark import route, window_aggregate, with_event_time
+
+    config = _config(stream)
+    events = spark.read.schema(DEMO_SCHEMA_DDL).json(os.path.join(directory, "input")).transform(
+        with_event_time("ts", unit="ms", max_out_of_orderness=config.max_out_of_orderness_ms,
+                        min_valid=config.min_valid_ms, max_future=config.max_future_ms)
+    )
+    out = events.transform(window_aggregate(
+        keys=KEYS, window=window, allowed_lateness=config.allowed_lateness_ms, aggregations=config.aggregations,
+        partition_col="partition", offset_col="offset", heartbeat_col="heartbeat",
+    ))
+    pipeline = f"{PIPELINE}-{name}"
+    return route(
+        out,
+        panes=DeltaResultsSink(os.path.join(directory, name, "results"), pipeline=pipeline),
+        late=DeltaLateSink(os.path.join(directory, name, "late"), pipeline=pipeline),
+        pipeline=pipeline,
+    ).start(end_of_input=True)
+
+
+def _run_bounded_jobs(spark, stream: DemoStream, directory: str, say: Callable[[str], None]) -> None:
+    import pandas as pd
+
+    from ..sinks import latest_panes
+
+    for name, window, description in BOUNDED_JOBS:
+        results = os.path.join(directory, name, "results")
+        say(f"\n{description}: {results}")
+        if os.path.exists(os.path.join(results, "_delta_log")):
+            say("  (written by an earlier run)")
+        else:
+            started = time.monotonic()
+            stats = bounded_job(spark, stream, directory, name, window)
+            say(f"  one bounded batch in {time.monotonic() - started:.1f} s: {stats.rows_in} rows, "
+                f"{stats.panes} panes, {stats.invalid} invalid")
+        panes = latest_panes(results)
+        length = (panes["window_end"] - panes["window_start"]) / pd.Timedelta(seconds=1)
+        if name == "sessions":
+            per_user = panes.groupby("user_id").size()
+            say(f"  {len(panes)} sessions of {per_user.size} users ({per_user.median():.0f} per user, median); "
+                f"length median {length.median():.0f} s, longest {length.max():.0f} s; "
+                f"{int(panes['count'].sum())} records")
+        else:
+            local = panes["window_start"].dt.tz_convert("Europe/Berlin")
+            for day, rows in panes.groupby(local.dt.strftime("%Y-%m-%d %H:%M %Z")):
+                hours = ((rows["window_end"] - rows["window_start"]) / pd.Timedelta(hours=1)).iloc[0]
+                say(f"  {day}  {hours:.0f} h  {len(rows)} users  {int(rows['count'].sum())} records  "
+                    f"amount {rows['amount'].sum():.2f}")
+
+
 def _read_delta(path: str):
     from deltalake import DeltaTable
 
@@ -189,12 +253,14 @@ def run_demo(
     out: TextIO = sys.stdout,
     timeout_s: float = 900.0,
     fresh_start: bool = False,
+    bounded_jobs: bool = True,
 ) -> ConservationReport:
     """Run the demo into ``output``; returns the conservation report (it must hold).
 
     ``fresh_start`` discards the checkpoint and both tables of an earlier run in ``output``
     first (the generated input is kept); without it a run whose checkpoint is gone but whose
     tables remain is refused (:class:`~eventtime.ops.compat.CheckpointMissingError`).
+    ``bounded_jobs`` runs the session and calendar jobs after the streaming query.
     """
     import shutil
 
@@ -216,7 +282,7 @@ def run_demo(
     data_rows = _prepare_input(stream, output)
     checkpoint = os.path.join(output, "checkpoint")
     if fresh_start:
-        for name in ("checkpoint", "results", "late", "late.png"):
+        for name in ("checkpoint", "results", "late", "late.png", *(job[0] for job in BOUNDED_JOBS)):
             path = os.path.join(output, name)
             if os.path.isdir(path):
                 shutil.rmtree(path)
@@ -272,5 +338,7 @@ def run_demo(
         late_main(["late", "plot", "--table", late_path, "--output", plot], hard_exit=False)
     say(f"\nresults table: {os.path.join(output, 'results')}\nlate-data table: {late_path}")
     say(f"query them: eventtime late show --table {late_path} --reason too_late --limit 10")
+    if bounded_jobs:
+        _run_bounded_jobs(spark, stream, output, say)
     log.debug("demo report %s", asdict(report))
     return report

@@ -77,7 +77,7 @@ def test_a_key_named_partition_is_refused_with_what_to_do():
             r"aggregations\[0\] \('n'\) is a user-defined aggregation: the Spark engine runs in the JVM",
         ),
         ({"heartbeat_col": 1}, TypeError, r"heartbeat_col must be a column name \(str\) or None, got int 1"),
-        ({"window": "1 minute"}, TypeError, r"window must be Tumbling\(...\) or Sliding\(...\)"),
+        ({"window": "1 minute"}, TypeError, r"window must be Tumbling\(...\), Sliding\(...\), Calendar\(...\) or Session\(...\)"),
         ({"emit": "always"}, ValueError, r"emit must be one of"),
         ({"allowed_lateness": "soon"}, ValueError, r"allowed_lateness"),
     ],

@@ -272,3 +272,26 @@ def test_restart_with_an_incompatible_window_is_refused_naming_it(spark, tmp_pat
         start(eventtime.Tumbling("2 minutes"))
     query = start(eventtime.Tumbling("1 minute"), alerter=_Alerter())  # alerter changes are compatible
     query.stop()
+
+
+@pytest.mark.parametrize("name", ["15_session_merge_of_fired_sessions", "12_calendar_days_berlin_dst"])
+def test_session_and_calendar_state_survives_a_query_restart(spark, tmp_path, name):
+    """The transcript run as two queries on one checkpoint: stopped after batch 2, restarted,
+    and fed the rest. Sessions (with their due index) and calendar windows come back from the
+    state store: the output equals the hand-derived one."""
+    from eventtime.spark.replay import ReplayRunner
+    from transcripts import TRANSCRIPT_DIR
+
+    scenario, expected = load_transcript(TRANSCRIPT_DIR / f"{name}.json")
+    parsed = parse_scenario(scenario)
+    first = ReplayRunner(parsed, spark=spark, workdir=str(tmp_path))
+    out = [first.run_batch(batch) for batch in parsed.batches[:2]]
+    first.query.stop()
+    second = ReplayRunner(parsed, spark=spark, workdir=str(tmp_path))
+    second.records, second._batch = first.records, 2
+    try:
+        out += [second.run_batch(batch) for batch in parsed.batches[2:]]
+    finally:
+        second.query.stop()
+    difference = diff_outputs(expected, {"batches": out})
+    assert difference is None, difference

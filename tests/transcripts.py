@@ -14,6 +14,11 @@ def transcript_paths() -> list[Path]:
     return paths
 
 
+def lists_merged_from(expected: dict) -> bool:
+    """Whether a transcript's expected panes carry ``merged_from`` (session transcripts do)."""
+    return any("merged_from" in pane for batch in expected["batches"] for pane in batch["panes"])
+
+
 def load_transcript(path: Path) -> tuple[dict, dict]:
     data = json.loads(path.read_text())
     assert set(data) <= {"description", "scenario", "expected"}, f"{path.name}: unknown fields {set(data)}"

@@ -20,11 +20,11 @@ def _replay(args: argparse.Namespace) -> int:
         print(f"eventtime replay: {exc}", file=sys.stderr)
         return 2
     if args.engine == "reference":
-        output = run_reference(scenario)
+        output = run_reference(scenario, merged_from=args.merged_from)
     else:
         from ..spark.replay import run_scenario
 
-        output = run_scenario(scenario)
+        output = run_scenario(scenario, merged_from=args.merged_from)
     json.dump(output, sys.stdout, indent=2 if args.pretty else None)
     sys.stdout.write("\n")
     return 0
@@ -79,6 +79,8 @@ def build_parser(hard_exit: bool = True) -> argparse.ArgumentParser:
     replay.add_argument("scenario", help="scenario JSON file (see README, 'replay')")
     replay.add_argument("--engine", choices=("reference", "spark"), default="reference", help="default: reference")
     replay.add_argument("--pretty", action="store_true", help="indent the JSON output")
+    replay.add_argument("--merged-from", action="store_true",
+                        help="session panes also list the bounds of the earlier panes they replace")
     replay.set_defaults(func=_replay)
 
     demo = sub.add_parser("demo", help="run the whole pipeline on a generated stream (local Spark, Delta tables)")

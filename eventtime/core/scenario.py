@@ -175,7 +175,7 @@ def render_pane(p: Pane, sessions: bool) -> dict:
 
 
 def render_batch(result: BatchResult, sessions: bool = False) -> dict:
-    """One batch's result in the replay output format."""
+    """One batch's result in the replay output format (``sessions``: with ``merged_from``)."""
     return {
         "watermark_ms": result.watermark_ms,
         "panes": [render_pane(p, sessions) for p in result.panes],
@@ -196,10 +196,11 @@ def render_batch(result: BatchResult, sessions: bool = False) -> dict:
     }
 
 
-def run_reference(scenario: Scenario) -> dict:
-    """Replay a scenario through the reference model."""
+def run_reference(scenario: Scenario, merged_from: bool = False) -> dict:
+    """Replay a scenario through the reference model. ``merged_from`` adds that field to session
+    panes (the contract's output leaves it out)."""
     engine = ReferenceEngine(scenario.config, tz=scenario.tz)
-    sessions = scenario.config.window.merging
+    sessions = merged_from and scenario.config.window.merging
     return {"batches": [render_batch(engine.process_batch(batch, scenario.now_ms), sessions) for batch in scenario.batches]}
 
 

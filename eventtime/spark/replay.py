@@ -70,14 +70,14 @@ def wait_for_file(query, index: int, timeout_s: float = 300) -> None:
 class ReplayRunner:
     """One streaming query fed batch by batch (used by :func:`run_scenario` and the tests)."""
 
-    def __init__(self, scenario: Scenario, spark=None, workdir: Optional[str] = None) -> None:
+    def __init__(self, scenario: Scenario, spark=None, workdir: Optional[str] = None, merged_from: bool = False) -> None:
         from pyspark.sql import SparkSession
         from pyspark.sql import types as T
 
         from .session import local_session
 
         self.scenario = scenario
-        self.sessions = scenario.config.window.merging
+        self.sessions = merged_from and scenario.config.window.merging  # render merged_from
         self.spark = spark or SparkSession.getActiveSession() or local_session()
         self._own_dir = workdir is None
         self.dir = workdir or tempfile.mkdtemp(prefix="eventtime-replay-")
@@ -233,11 +233,12 @@ def _merged_from_ms(table) -> list:
     ]
 
 
-def run_scenario(scenario: Union[dict, Scenario], spark=None) -> dict:
-    """Replay a scenario (parsed JSON or :class:`Scenario`) through Spark; same output as the reference."""
+def run_scenario(scenario: Union[dict, Scenario], spark=None, merged_from: bool = False) -> dict:
+    """Replay a scenario (parsed JSON or :class:`Scenario`) through Spark; same output as the
+    reference (``merged_from`` as in :func:`~eventtime.core.scenario.run_reference`)."""
     if not isinstance(scenario, Scenario):
         scenario = parse_scenario(scenario)
-    runner = ReplayRunner(scenario, spark=spark)
+    runner = ReplayRunner(scenario, spark=spark, merged_from=merged_from)
     try:
         return {"batches": [runner.run_batch(batch) for batch in scenario.batches]}
     finally:

@@ -94,3 +94,31 @@ def test_replay_reads_strings_without_an_offset_in_the_scenario_tz(tmp_path, cap
     panes = {p["window_start"]: p["sum"] for batch in outputs[None]["batches"] for p in batch["panes"]}
     assert panes == {1714521600000: 3}
     assert outputs[None]["batches"][1]["watermark_ms"] == 1714638600000  # 2024-05-02T08:30Z
+
+
+def test_replay_of_sessions_keeps_the_contract_and_adds_merged_from_on_request(capsys):
+    """Session panes have the contract's fields (bounds in window_start / window_end);
+    --merged-from adds the bounds each pane replaces."""
+    import json
+
+    path = str(ROOT / "examples" / "scenarios" / "sessions.json")
+    assert main(["replay", path]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    fields = {"key", "window_start", "window_end", "timing", "index", "is_final", "count", "sum"}
+    panes = [p for b in plain["batches"] for p in b["panes"]]
+    assert panes and all(set(p) == fields for p in panes)
+    assert main(["replay", path, "--merged-from"]) == 0
+    detailed = json.loads(capsys.readouterr().out)
+    merged = [p["merged_from"] for b in detailed["batches"] for p in b["panes"]]
+    assert [[200, 226]] in merged and [[195, 226]] in merged
+    for b_plain, b_detailed in zip(plain["batches"], detailed["batches"]):
+        assert [{k: v for k, v in p.items() if k != "merged_from"} for p in b_detailed["panes"]] == b_plain["panes"]
+
+
+def test_replay_of_calendar_days(capsys):
+    import json
+
+    assert main(["replay", str(ROOT / "examples" / "scenarios" / "calendar_berlin_dst.json")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    lengths = sorted({(p["window_end"] - p["window_start"]) // 3_600_000 for b in out["batches"] for p in b["panes"]})
+    assert lengths == [23, 24, 25]

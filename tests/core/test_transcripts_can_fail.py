@@ -11,7 +11,7 @@ records somewhere.
 import copy
 
 import pytest
-from transcripts import load_transcript, transcript_paths
+from transcripts import lists_merged_from, load_transcript, transcript_paths
 
 from eventtime.core.scenario import diff_outputs, parse_scenario, run_reference
 
@@ -73,7 +73,7 @@ def test_every_transcript_expects_records(path):
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
 def test_a_wrong_expected_output_is_reported(path):
     scenario, expected = load_transcript(path)
-    actual = run_reference(parse_scenario(scenario))
+    actual = run_reference(parse_scenario(scenario), merged_from=lists_merged_from(expected))
     assert diff_outputs(expected, actual) is None  # the unaltered transcript passes
     mutations = _mutations(expected)
     assert len(mutations) >= 3, f"{path.name}: too few alterations apply"

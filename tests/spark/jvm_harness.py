@@ -22,9 +22,10 @@ from eventtime.spark.aggregate import CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, _agg
 
 
 class JvmReplay:
-    def __init__(self, scenario: Scenario, spark, combine: bool = True) -> None:
+    def __init__(self, scenario: Scenario, spark, combine: bool = True, merged_from: bool = False) -> None:
         cfg = scenario.config
         self.scenario, self.cfg, self.combine = scenario, cfg, combine
+        self.merged_from = merged_from and cfg.window.merging
         values = [r.fields.get("value") for b in scenario.batches for r in b if r.fields.get("value") is not None]
         integral = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
         record = T.StructType([
@@ -96,7 +97,7 @@ class JvmReplay:
                     "index": row["pane_index"],
                     "is_final": row["is_final"],
                     **{a.name: row[a.name] for a in self.aggs},
-                    **({"merged_from": row["merged_from"]} if self.cfg.window.merging else {}),
+                    **({"merged_from": row["merged_from"]} if self.merged_from else {}),
                 })
             elif kind in ("late", "invalid"):
                 rec = self.records[row["et__rec"][2]]
@@ -111,8 +112,8 @@ class JvmReplay:
         return {"watermark_ms": self.watermark if self.seen else None, "panes": panes, "late": late, "invalid": invalid}
 
 
-def run_jvm(scenario: Any, spark, combine: bool = True) -> dict:
+def run_jvm(scenario: Any, spark, combine: bool = True, merged_from: bool = False) -> dict:
     if not isinstance(scenario, Scenario):
         scenario = parse_scenario(scenario)
-    runner = JvmReplay(scenario, spark, combine)
+    runner = JvmReplay(scenario, spark, combine, merged_from)
     return {"batches": [runner.run_batch(b) for b in scenario.batches]}

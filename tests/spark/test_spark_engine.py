@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from transcripts import load_transcript, transcript_paths
+from transcripts import lists_merged_from, load_transcript, transcript_paths
 
 import eventtime
 from eventtime.core.scenario import diff_outputs, parse_scenario, run_reference
@@ -27,7 +27,7 @@ ROOT = Path(__file__).parents[2]
 @pytest.mark.parametrize("path", transcript_paths(), ids=lambda p: p.stem)
 def test_spark_matches_transcript(spark, path):
     scenario, expected = load_transcript(path)
-    difference = diff_outputs(expected, run_scenario(scenario, spark=spark))
+    difference = diff_outputs(expected, run_scenario(scenario, spark=spark, merged_from=lists_merged_from(expected)))
     assert difference is None, f"{path.name}: {difference}"
 
 
@@ -48,7 +48,8 @@ def test_spark_equals_reference_on_generated_calendar_scenarios(spark, scenario)
 @settings(max_examples=2, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 @given(session_scenarios(max_batches=4, max_records=6))
 def test_spark_equals_reference_on_generated_session_scenarios(spark, scenario):
-    difference = diff_outputs(run_reference(parse_scenario(scenario)), run_scenario(scenario, spark=spark))
+    parsed = parse_scenario(scenario)
+    difference = diff_outputs(run_reference(parsed, merged_from=True), run_scenario(parsed, spark=spark, merged_from=True))
     assert difference is None, difference
 
 
@@ -284,10 +285,10 @@ def test_session_and_calendar_state_survives_a_query_restart(spark, tmp_path, na
 
     scenario, expected = load_transcript(TRANSCRIPT_DIR / f"{name}.json")
     parsed = parse_scenario(scenario)
-    first = ReplayRunner(parsed, spark=spark, workdir=str(tmp_path))
+    first = ReplayRunner(parsed, spark=spark, workdir=str(tmp_path), merged_from=lists_merged_from(expected))
     out = [first.run_batch(batch) for batch in parsed.batches[:2]]
     first.query.stop()
-    second = ReplayRunner(parsed, spark=spark, workdir=str(tmp_path))
+    second = ReplayRunner(parsed, spark=spark, workdir=str(tmp_path), merged_from=lists_merged_from(expected))
     second.records, second._batch = first.records, 2
     try:
         out += [second.run_batch(batch) for batch in parsed.batches[2:]]

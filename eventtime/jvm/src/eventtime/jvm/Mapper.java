@@ -24,10 +24,6 @@ import org.apache.spark.sql.RowFactory;
  *       are folded into one partial accumulator per (key, slice). A row that is not live passes
  *       through whole, so the operator reports it as late with its payload. Without W every row
  *       passes through; the result is the same, only the shuffle is larger.
- *   <li>for session windows the partials are the task's own sessions per key: its foldable rows
- *       (whose own window [ts, ts + gap) is live, so they cannot be late) merged where they are
- *       closer than the gap, one partial [start, end) each (start in et__ms, end in et__tmax).
- *       The operator merges them with the key's sessions as it would merge the rows.
  * </ul>
  */
 public final class Mapper implements MapPartitionsFunction<Row, Row> {
@@ -118,7 +114,7 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
         if (rec == null || (watermark != null && spec.foldable(ms, watermark))) {
           Object[] hashable = new Object[nk];
           for (int i = 0; i < nk; i++) hashable[i] = keys[i] instanceof byte[] ? ByteBuffer.wrap((byte[]) keys[i]) : keys[i];
-          long slice = spec.session ? ms : spec.sliceOf(ms); // sessions: per event time, merged in finish()
+          long slice = spec.sliceOf(ms);
           GroupKey group = new GroupKey(hashable, slice);
           Object[] entry = partials.get(group);
           if (entry == null) {
@@ -153,10 +149,6 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
 
       private Iterator<Row> finish() {
         java.util.List<Row> rows = new java.util.ArrayList<>(partials.size() + stats.size() + 1);
-        if (spec.session) {
-          sessionPartials(rows);
-          partials.clear();
-        }
         for (Map.Entry<GroupKey, Object[]> e : partials.entrySet()) {
           Object[] o = new Object[lay.width];
           Object[] keys = (Object[]) e.getValue()[0];
@@ -172,48 +164,6 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
         for (Map.Entry<String, long[]> e : stats.entrySet()) rows.add(statsRow(e.getKey(), e.getValue()));
         partials.clear();
         return rows.iterator();
-      }
-
-      /** Session windows: the partials are per (key, event time); merge each key's into sessions. */
-      private void sessionPartials(java.util.List<Row> rows) {
-        Map<java.util.List<Object>, java.util.TreeMap<Long, Object[]>> byKey = new HashMap<>();
-        for (Map.Entry<GroupKey, Object[]> e : partials.entrySet()) {
-          byKey.computeIfAbsent(Arrays.asList(e.getKey().keys), k -> new java.util.TreeMap<>()).put(e.getKey().slice, e.getValue());
-        }
-        for (java.util.TreeMap<Long, Object[]> times : byKey.values()) {
-          Object[] keys = null;
-          Acc[] accs = null;
-          long start = 0, end = 0;
-          for (Map.Entry<Long, Object[]> t : times.entrySet()) {
-            long ts = t.getKey();
-            if (accs != null && ts >= end) {
-              rows.add(sessionPartial(keys, start, end, accs));
-              accs = null;
-            }
-            if (accs == null) {
-              keys = (Object[]) t.getValue()[0];
-              accs = (Acc[]) t.getValue()[1];
-              start = ts;
-            } else {
-              Acc[] more = (Acc[]) t.getValue()[1];
-              for (int i = 0; i < na; i++) accs[i].merge(spec, i, more[i]);
-            }
-            end = ts + spec.gapMs;
-          }
-          if (accs != null) rows.add(sessionPartial(keys, start, end, accs));
-        }
-      }
-
-      private Row sessionPartial(Object[] keys, long start, long end, Acc[] accs) {
-        Object[] o = new Object[lay.width];
-        o[0] = Layout.KEYED;
-        o[1] = spec.bucketOf(keys);
-        System.arraycopy(keys, 0, o, Layout.K0, nk);
-        o[lay.cls] = Layout.PARTIAL;
-        o[lay.ms] = start;
-        o[lay.tmax] = end;
-        o[lay.p0] = Acc.encode(spec, accs);
-        return RowFactory.create(o);
       }
 
       private Row statsRow(String partition, long[] st) {

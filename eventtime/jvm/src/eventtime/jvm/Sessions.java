@@ -185,15 +185,8 @@ final class Sessions {
    */
   void add(List<Row> rows, Layout lay, long watermark, Emit emit) {
     int nr = rows.size();
-    // a data row is [ts, ts + gap); a map-side partial (Mapper) is a session [et__ms, et__tmax)
-    long[] ts = new long[nr], ends = new long[nr];
-    boolean[] partial = new boolean[nr];
-    for (int j = 0; j < nr; j++) {
-      Row r = rows.get(j);
-      ts[j] = r.getLong(lay.ms);
-      partial[j] = r.getInt(lay.cls) == Layout.PARTIAL;
-      ends[j] = partial[j] ? r.getLong(lay.tmax) : ts[j] + spec.gapMs;
-    }
+    long[] ts = new long[nr];
+    for (int j = 0; j < nr; j++) ts[j] = rows.get(j).getLong(lay.ms);
     // items: live sessions (index >= 0 into sessions) and rows (~j), ordered by start
     List<Sess> live = new ArrayList<>(byStart.values());
     Integer[] order = new Integer[live.size() + nr];
@@ -210,7 +203,7 @@ final class Sessions {
       while (k < order.length) {
         int item = order[k];
         long s = item >= 0 ? live.get(item).start : ts[~item];
-        long e = item >= 0 ? live.get(item).end : ends[~item];
+        long e = item >= 0 ? live.get(item).end : ts[~item] + spec.gapMs;
         if (k > i && s >= ce) break; // half-open: touching is not overlapping
         cs = Math.min(cs, s);
         ce = Math.max(ce, e);
@@ -221,13 +214,7 @@ final class Sessions {
       i = k;
       if (mine.isEmpty()) continue;
       if (members.isEmpty() && ce - 1 + spec.latenessMs <= watermark) {
-        for (int j : mine) {
-          if (partial[j]) {
-            throw new IllegalStateException("eventtime: a map-side session partial [" + ts[j] + ", " + ends[j]
-                + ") is behind the operator's watermark " + watermark + " (the batch watermark published to the tasks was wrong)");
-          }
-          emit.late(rows.get(j), ts[j], cs, ce);
-        }
+        for (int j : mine) emit.late(rows.get(j), ts[j], cs, ce);
         continue;
       }
       Sess n = new Sess();
@@ -244,12 +231,6 @@ final class Sessions {
         byStart.remove(m.start);
       }
       for (int j : mine) {
-        if (partial[j]) {
-          Acc[] accs = Mapper.readPartial(lay, spec, rows.get(j));
-          mergeInto(n.all, accs);
-          if (spec.discarding) mergeInto(n.since, accs);
-          continue;
-        }
         Row rec = rows.get(j).getStruct(lay.rec);
         for (int a = 0; a < na; a++) {
           Object value = spec.aggFields[a] < 0 ? null : rec.get(spec.aggFields[a]);

@@ -226,13 +226,10 @@ public final class Spec implements Serializable {
 
   /**
    * Whether the map-side combine may fold a data row at ts under the batch's watermark: it is
-   * live. For sessions: its own window [ts, ts + gap) has not expired, so whatever it merges
-   * with, its session has not either (lateness otherwise depends on the key's sessions, which
-   * only the operator knows).
+   * live. Never for sessions, whose lateness depends on the key's sessions (the operator judges).
    */
   public boolean foldable(long ts, long watermark) {
-    if (session) return ts + gapMs - 1 + latenessMs > watermark;
-    return isLive(ts, watermark);
+    return !session && isLive(ts, watermark);
   }
 
   /** Start of the first window containing ts. */

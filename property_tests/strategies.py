@@ -46,15 +46,19 @@ def scenarios(draw, max_batches: int = 6, max_records: int = 8):
         batch = [draw(records(clock, lambda: next(counter))) for _ in range(draw(st.integers(0, max_records)))]
         batches.append(batch)
         clock += draw(st.integers(min_value=0, max_value=2500))
+    return _scenario(draw, draw(windows()), [0, 500, 1000], [0, 1000, 2500], MAX_FUTURE_MS, NOW_MS, batches)
+
+
+def _scenario(draw, window: dict, out_of_orderness: list, lateness: list, max_future_ms: int, now_ms: int, batches: list) -> dict:
     return {
-        "window": draw(windows()),
-        "max_out_of_orderness_ms": draw(st.sampled_from([0, 500, 1000])),
-        "allowed_lateness_ms": draw(st.sampled_from([0, 1000, 2500])),
+        "window": window,
+        "max_out_of_orderness_ms": draw(st.sampled_from(out_of_orderness)),
+        "allowed_lateness_ms": draw(st.sampled_from(lateness)),
         "accumulation": draw(st.sampled_from(["accumulating", "discarding"])),
         "emit": draw(st.sampled_from(["on_time_and_late", "final_only"])),
         "min_valid_ms": 1,
-        "max_future_ms": MAX_FUTURE_MS,
-        "now_ms": NOW_MS,
+        "max_future_ms": max_future_ms,
+        "now_ms": now_ms,
         "batches": batches,
     }
 
@@ -116,17 +120,7 @@ def calendar_scenarios(draw, max_batches: int = 6, max_records: int = 8):
                 batch.append({"key": draw(st.sampled_from(["a", "b"])), "ts": ts, "value": next(counter)})
         batches.append(batch)
         clock += draw(st.integers(min_value=0, max_value=30)) * HOUR_MS
-    return {
-        "window": draw(calendar_windows()),
-        "max_out_of_orderness_ms": draw(st.sampled_from([0, HOUR_MS, 6 * HOUR_MS])),
-        "allowed_lateness_ms": draw(st.sampled_from([0, HOUR_MS, DAY_MS])),
-        "accumulation": draw(st.sampled_from(["accumulating", "discarding"])),
-        "emit": draw(st.sampled_from(["on_time_and_late", "final_only"])),
-        "min_valid_ms": 1,
-        "max_future_ms": max_future_ms,
-        "now_ms": now_ms,
-        "batches": batches,
-    }
+    return _scenario(draw, draw(calendar_windows()), [0, HOUR_MS, 6 * HOUR_MS], [0, HOUR_MS, DAY_MS], max_future_ms, now_ms, batches)
 
 
 def any_scenarios(max_batches: int = 6, max_records: int = 8):

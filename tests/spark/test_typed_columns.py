@@ -35,6 +35,18 @@ def test_typed_columns_equal_reference(spark, sc):
     assert difference is None, difference
 
 
+@settings(max_examples=3, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(typed_scenarios(max_batches=3, max_records=6))
+def test_typed_keys_of_session_windows_equal_reference(spark, sc):
+    """Session state and its due index keep typed, nullable keys (decimals, dates, timestamps,
+    booleans, big integers) exactly: the due index stores the keys it lists and finds their state
+    again by them."""
+    sc = {**sc, "window": {"type": "session", "gap_ms": 1000}}
+    difference = diff_typed(run_reference_typed(sc), run_spark_typed(sc, spark))
+    assert difference is None, difference
+
+
 def _bigint_scenario():
     """Keys 2**53 and 2**53 + 1 beside a null key, an INT
     partition with a null, a BIGINT payload above 2**53 in a late record."""

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import eventtime
-from eventtime import EngineConfig, Record, ReferenceEngine, Sliding, Tumbling
+from eventtime import EngineConfig, Record, ReferenceEngine
 from eventtime.spark.aggregate import timestamp_ms
 from eventtime.spark.replay import _watermark_ms, wait_for_file
 from property_tests.strategies import MAX_FUTURE_MS, NOW_MS, TYPED_COLUMNS
@@ -65,8 +65,9 @@ ARROW_SCHEMA = pa.schema([(name, _arrow_type(ddl)) for name, ddl in TYPED_COLUMN
 
 
 def config_of(sc: dict) -> EngineConfig:
-    w = sc["window"]
-    window = Tumbling(w["size_ms"], offset=w["offset_ms"]) if w["type"] == "tumbling" else Sliding(w["size_ms"], w["slide_ms"], offset=w["offset_ms"])
+    from eventtime.core.scenario import _window  # the replay contract's window objects
+
+    window = _window(sc["window"])
     return EngineConfig(
         window,
         AGGREGATIONS,

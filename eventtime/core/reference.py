@@ -149,8 +149,12 @@ class ReferenceEngine:
         by_key: dict[Any, list[tuple[Record, int]]] = {}
         for record, ts_ms in batch:
             by_key.setdefault(record.key, []).append((record, ts_ms))
+        sessions_of: dict[Any, list[Window]] = {}
+        for k, w in self._state:
+            if k in by_key:
+                sessions_of.setdefault(k, []).append(w)
         for key, records in by_key.items():
-            live = [w for (k, w) in self._state if k == key]
+            live = sessions_of.get(key, [])
             components = Session.merge(live + [Window(ts, ts + gap) for _, ts in records])
             for session in components:
                 members = [w for w in live if session.start_ms <= w.start_ms < session.end_ms]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from transcripts import lists_merged_from, load_transcript, transcript_paths
+from transcripts import TRANSCRIPT_DIR, lists_merged_from, load_transcript, transcript_paths
 
 import eventtime
 from eventtime.core.scenario import diff_outputs, parse_scenario, run_reference
@@ -233,24 +233,29 @@ def test_route_contract_multiple_keys_tz_sliding_and_stats(spark, tmp_path):
 
 
 def test_local_cluster(tmp_path):
-    """The engine on local-cluster[2,1,1024] (separate executor JVMs and Python workers)."""
-    path = transcript_paths()[1]
+    """The engine on local-cluster[2,1,1024] (separate executor JVMs and Python workers): a
+    fixed-window transcript and a session one (sessions and their due index in the executors'
+    state stores), in one cluster."""
+    paths = [transcript_paths()[1], TRANSCRIPT_DIR / "15_session_merge_of_fired_sessions.json"]
     script = tmp_path / "cluster.py"
     script.write_text(
         "import json, sys\n"
         "from eventtime.spark import local_session\n"
         "from eventtime.spark.replay import run_scenario\n"
         "spark = local_session(master='local-cluster[2,1,1024]', shuffle_partitions=2)\n"
-        f"scenario = json.load(open({str(path)!r}))['scenario']\n"
-        "print('RESULT' + json.dumps(run_scenario(scenario, spark=spark)))\n"
+        f"for path in {[str(p) for p in paths]!r}:\n"
+        "    scenario = json.load(open(path))['scenario']\n"
+        "    print('RESULT' + json.dumps(run_scenario(scenario, spark=spark, merged_from=True)))\n"
         "spark.stop()\n"
     )
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=600)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
-    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    _, expected = load_transcript(path)
-    assert diff_outputs(expected, json.loads(lines[0][len("RESULT"):])) is None
+    assert proc.returncode == 0 and len(lines) == len(paths), proc.stderr[-3000:]
+    for path, line in zip(paths, lines):
+        _, expected = load_transcript(path)
+        difference = diff_outputs(expected, json.loads(line[len("RESULT"):]))
+        assert difference is None, f"{path.name}: {difference}"
 
 
 def test_restart_with_an_incompatible_window_is_refused_naming_it(spark, tmp_path):
@@ -281,7 +286,6 @@ def test_session_and_calendar_state_survives_a_query_restart(spark, tmp_path, na
     and fed the rest. Sessions (with their due index) and calendar windows come back from the
     state store: the output equals the hand-derived one."""
     from eventtime.spark.replay import ReplayRunner
-    from transcripts import TRANSCRIPT_DIR
 
     scenario, expected = load_transcript(TRANSCRIPT_DIR / f"{name}.json")
     parsed = parse_scenario(scenario)

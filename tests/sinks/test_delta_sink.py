@@ -449,3 +449,27 @@ def test_latest_panes_leaves_out_sessions_a_merged_session_replaced(tmp_path):
         assert got == current, f"after batch {batch_id}"
     # the record at 130 started a new session [130, 140) inside the replaced (and expired) [100, 135)
     assert set(current) == {("a", 100), ("a", 130)}
+
+
+def test_latest_panes_keeps_a_later_session_with_the_bounds_of_a_replaced_one(tmp_path):
+    """[100, 110) is replaced by [100, 118) in batch 1; after that session expired, a new
+    session [100, 110) is written in batch 3: it is current, the replaced one is not."""
+    path = str(tmp_path / "results")
+    sink = DeltaResultsSink(path, pipeline="s", sleep=lambda s: None)
+    ms = lambda v: dt.datetime.fromtimestamp(v / 1000, dt.timezone.utc)  # noqa: E731
+    bounds = pa.list_(pa.struct([("start", pa.timestamp("ms", tz="UTC")), ("end", pa.timestamp("ms", tz="UTC"))]))
+
+    def pane(start, end, index, count, merged):
+        return pa.table({
+            "user": ["a"], "window_start": pa.array([ms(start)], pa.timestamp("ms", tz="UTC")),
+            "window_end": pa.array([ms(end)], pa.timestamp("ms", tz="UTC")), "pane_timing": ["ON_TIME"],
+            "pane_index": pa.array([index], pa.int64()), "is_final": [False], "count": pa.array([count], pa.int64()),
+            "merged_from": pa.array([[{"start": ms(s), "end": ms(e)} for s, e in merged]], bounds),
+        })
+
+    sink(pane(100, 110, 0, 1, []), 0, "q")
+    sink(pane(100, 118, 1, 2, [(100, 110)]), 1, "q")
+    assert [(r.pane_index, r.count) for r in latest_panes(path).itertuples()] == [(1, 2)]
+    sink(pane(100, 110, 0, 7, []), 3, "q")
+    got = sorted((int(r.window_end.timestamp() * 1000), r.pane_index, r.count) for r in latest_panes(path).itertuples())
+    assert got == [(110, 0, 7), (118, 1, 2)]

@@ -83,46 +83,35 @@ def _prepare_input(stream: DemoStream, directory: str) -> int:
     return data_rows
 
 
-def demo_pipeline(spark, stream: DemoStream, directory: str, alerter=None):
-    """Build the demo's streaming query (not started): source → quarantine → windows → router."""
+def _routed(source, config: EngineConfig, window, tables: str, pipeline: str, alerter=None):
+    """source → quarantine → ``window`` per user → router, panes and records into Delta
+    tables under ``tables`` (``results`` and ``late``)."""
     from ..sinks import DeltaLateSink, DeltaResultsSink
     from ..spark import route, window_aggregate, with_event_time
 
-    config = _config(stream)
-    events = (
-        spark.readStream.schema(DEMO_SCHEMA_DDL)
-        .option("maxFilesPerTrigger", 1)
-        .json(os.path.join(directory, "input"))
-        .transform(
-            with_event_time(
-                "ts",
-                unit="ms",
-                max_out_of_orderness=config.max_out_of_orderness_ms,
-                min_valid=config.min_valid_ms,
-                max_future=config.max_future_ms,
-            )
-        )
-    )
-    out = events.transform(
-        window_aggregate(
-            keys=KEYS,
-            window=config.window,
-            allowed_lateness=config.allowed_lateness_ms,
-            aggregations=config.aggregations,
-            accumulation=config.accumulation,
-            emit=config.emit,
-            partition_col="partition",
-            offset_col="offset",
-            heartbeat_col="heartbeat",
-        )
-    )
+    events = source.transform(with_event_time(
+        "ts", unit="ms", max_out_of_orderness=config.max_out_of_orderness_ms, min_valid=config.min_valid_ms,
+        max_future=config.max_future_ms,
+    ))
+    out = events.transform(window_aggregate(
+        keys=KEYS, window=window, allowed_lateness=config.allowed_lateness_ms, aggregations=config.aggregations,
+        accumulation=config.accumulation, emit=config.emit,
+        partition_col="partition", offset_col="offset", heartbeat_col="heartbeat",
+    ))
     return route(
         out,
-        panes=DeltaResultsSink(os.path.join(directory, "results"), pipeline=PIPELINE),
-        late=DeltaLateSink(os.path.join(directory, "late"), pipeline=PIPELINE),
+        panes=DeltaResultsSink(os.path.join(tables, "results"), pipeline=pipeline),
+        late=DeltaLateSink(os.path.join(tables, "late"), pipeline=pipeline),
         alerter=alerter,
-        pipeline=PIPELINE,
+        pipeline=pipeline,
     )
+
+
+def demo_pipeline(spark, stream: DemoStream, directory: str, alerter=None):
+    """Build the demo's streaming query (not started): source → quarantine → windows → router."""
+    config = _config(stream)
+    source = spark.readStream.schema(DEMO_SCHEMA_DDL).option("maxFilesPerTrigger", 1).json(os.path.join(directory, "input"))
+    return _routed(source, config, config.window, directory, PIPELINE, alerter)
 
 
 def _run_query(router, checkpoint: str, files: int, say: Callable[[str], None], timeout_s: float) -> int:
@@ -183,25 +172,9 @@ BOUNDED_JOBS = (
 def bounded_job(spark, stream: DemoStream, directory: str, name: str, window) -> Any:
     """One of the demo's bounded jobs: every input file as one batch, run to the end of input,
     panes into ``DIR/<name>/results``, late and invalid records into ``DIR/<name>/late``."""
-    from ..sinks import DeltaLateSink, DeltaResultsSink
-    from ..spark import route, window_aggregate, with_event_time
-
-    config = _config(stream)
-    events = spark.read.schema(DEMO_SCHEMA_DDL).json(os.path.join(directory, "input")).transform(
-        with_event_time("ts", unit="ms", max_out_of_orderness=config.max_out_of_orderness_ms,
-                        min_valid=config.min_valid_ms, max_future=config.max_future_ms)
-    )
-    out = events.transform(window_aggregate(
-        keys=KEYS, window=window, allowed_lateness=config.allowed_lateness_ms, aggregations=config.aggregations,
-        partition_col="partition", offset_col="offset", heartbeat_col="heartbeat",
-    ))
-    pipeline = f"{PIPELINE}-{name}"
-    return route(
-        out,
-        panes=DeltaResultsSink(os.path.join(directory, name, "results"), pipeline=pipeline),
-        late=DeltaLateSink(os.path.join(directory, name, "late"), pipeline=pipeline),
-        pipeline=pipeline,
-    ).start(end_of_input=True)
+    source = spark.read.schema(DEMO_SCHEMA_DDL).json(os.path.join(directory, "input"))
+    router = _routed(source, _config(stream), window, os.path.join(directory, name), f"{PIPELINE}-{name}")
+    return router.start(end_of_input=True)
 
 
 def _run_bounded_jobs(spark, stream: DemoStream, directory: str, say: Callable[[str], None]) -> None:

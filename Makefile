@@ -40,4 +40,4 @@ test-spark: $(VENV)/.installed
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q -n 2 --dist loadfile -m spark
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) example-output .pytest_cache .hypothesis
+	rm -rf $(VENV) $(DEMO_DIR) example-output .pytest_cache .hypothesis .flink

@@ -62,18 +62,15 @@ def _tool(name: str) -> str:
 @functools.cache
 def ensure_jars() -> Path:
     """Run scripts/flink-jars.sh (idempotent, quick once done); return the jar folder."""
-    proc = subprocess.run(
-        ["bash", str(JARS_SCRIPT), str(FLINK_DIR)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if proc.returncode != 0:
-        raise FlinkError(
-            f"scripts/flink-jars.sh failed:\n{proc.stdout}{proc.stderr}".rstrip()
-        )
+    _checked(["bash", str(JARS_SCRIPT), str(FLINK_DIR)], "scripts/flink-jars.sh", timeout=900)
     return FLINK_DIR / "lib"
+
+
+def _checked(cmd: list[str], what: str, timeout: float) -> None:
+    """Run a set-up command; a failure raises FlinkError with its output."""
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise FlinkError(f"{what} failed:\n{proc.stdout}{proc.stderr}".rstrip())
 
 
 def _classpath(*extra: Path) -> str:
@@ -95,25 +92,8 @@ def compiled_classes() -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f"{digest}.", dir=target.parent))
     try:
-        proc = subprocess.run(
-            [
-                _tool("javac"),
-                "-nowarn",
-                "-cp",
-                _classpath(),
-                "-d",
-                str(building),
-                str(JAVA_SOURCE),
-            ],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        if proc.returncode != 0:
-            raise FlinkError(
-                f"javac {JAVA_SOURCE.name} failed:\n{proc.stdout}{proc.stderr}".rstrip()
-            )
+        _checked([_tool("javac"), "-nowarn", "-cp", _classpath(), "-d", str(building), str(JAVA_SOURCE)],
+                 f"javac {JAVA_SOURCE.name}", timeout=300)
         try:
             building.rename(target)  # atomic; a parallel worker may have won the race
         except OSError:

@@ -242,7 +242,10 @@ def test_local_cluster(tmp_path):
         "import json, sys\n"
         "from eventtime.spark import local_session\n"
         "from eventtime.spark.replay import run_scenario\n"
-        "spark = local_session(master='local-cluster[2,1,1024]', shuffle_partitions=2)\n"
+        # the executor JVMs with the JIT settings the tests give the driver's (tests/conftest.py)
+        "import os\n"
+        "spark = local_session(master='local-cluster[2,1,1024]', shuffle_partitions=2,\n"
+        "                      extra_conf={'spark.executor.extraJavaOptions': os.environ.get('SPARK_SUBMIT_OPTS', '')})\n"
         f"for path in {[str(p) for p in paths]!r}:\n"
         "    scenario = json.load(open(path))['scenario']\n"
         "    print('RESULT' + json.dumps(run_scenario(scenario, spark=spark, merged_from=True)))\n"

@@ -9,6 +9,7 @@ from ._duration import to_ms
 from .aggregations import Aggregation, count
 from .timestamps import DEFAULT_MAX_FUTURE_MS, DEFAULT_MIN_VALID_MS, quarantine_bounds
 from .trigger import ACCUMULATING, ACCUMULATION_MODES, EMIT_MODES, ON_TIME_AND_LATE
+from .watermark import WatermarkPolicy
 from .window import WindowAssigner
 
 __all__ = ["EngineConfig"]
@@ -35,6 +36,9 @@ class EngineConfig:
     emit: str = ON_TIME_AND_LATE
     min_valid_ms: Any = DEFAULT_MIN_VALID_MS
     max_future_ms: Any = DEFAULT_MAX_FUTURE_MS
+    #: How the watermark moves (:class:`~eventtime.core.watermark.WatermarkPolicy`; a mode
+    #: string such as ``"per_partition"`` is accepted).
+    watermark: Any = WatermarkPolicy()
 
     def __post_init__(self) -> None:
         if not isinstance(self.window, WindowAssigner):
@@ -66,6 +70,10 @@ class EngineConfig:
             raise ValueError(f"accumulation must be one of {ACCUMULATION_MODES}, got {self.accumulation!r}")
         if self.emit not in EMIT_MODES:
             raise ValueError(f"emit must be one of {EMIT_MODES}, got {self.emit!r}")
+        if isinstance(self.watermark, str):
+            object.__setattr__(self, "watermark", WatermarkPolicy(self.watermark))
+        elif not isinstance(self.watermark, WatermarkPolicy):
+            raise TypeError(f"watermark must be a WatermarkPolicy or a mode string, got {type(self.watermark).__name__}")
 
     def aggregation(self, name: str) -> Optional[Aggregation]:
         return next((agg for agg in self.aggregations if agg.name == name), None)

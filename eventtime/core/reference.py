@@ -21,6 +21,7 @@ from ._duration import event_zone
 from .config import EngineConfig
 from .timestamps import TOO_LATE, extract
 from .trigger import DISCARDING, END_OF_INPUT_MS, FINAL, FINAL_ONLY, LATE, ON_TIME, is_due, is_expired, next_watermark
+from .watermark import PartitionClocks, WatermarkStep
 from .window import Session, Window
 
 __all__ = ["Record", "Pane", "LateRecord", "InvalidRecord", "BatchResult", "ReferenceEngine"]
@@ -100,6 +101,9 @@ class ReferenceEngine:
         self._tz = tz
         self.watermark_ms: Optional[int] = None
         self._state: dict[tuple[Any, Window], _WindowState] = {}
+        self._clocks = PartitionClocks(config.watermark, config.max_out_of_orderness_ms)
+        #: Per-partition mode: the last batch's step (idle / active changes, hold-back).
+        self.last_step: Optional[WatermarkStep] = None
 
     def state_windows(self) -> set[tuple[Any, Window]]:
         """The (key, window) pairs that hold state now."""
@@ -173,12 +177,16 @@ class ReferenceEngine:
                     touched.pop((key, w), None)
                 touched[(key, session)] = None
 
-    def process_batch(self, records: Iterable[Record], now_ms: Optional[int] = None) -> BatchResult:
+    def process_batch(self, records: Iterable[Record], now_ms: Optional[int] = None,
+                      processing_time_ms: Optional[int] = None) -> BatchResult:
+        """One micro-batch. ``now_ms`` is the time the timestamp checks use (``max_future``);
+        ``processing_time_ms`` (default ``now_ms``) is the batch's time for idleness."""
         cfg = self.config
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         watermark = self.watermark_ms
         result = BatchResult(watermark_ms=None)
         max_seen: Optional[int] = None
+        max_by_partition: dict[Any, int] = {}
         touched: dict[tuple[Any, Window], None] = {}
 
         # Steps 1 and 2: classify, then add every valid record to its live windows.
@@ -189,6 +197,8 @@ class ReferenceEngine:
                 result.invalid.append(InvalidRecord(record, reason))
                 continue
             max_seen = ts_ms if max_seen is None else max(max_seen, ts_ms)
+            p = record.partition
+            max_by_partition[p] = ts_ms if p not in max_by_partition else max(max_by_partition[p], ts_ms)
             if record.heartbeat:
                 continue
             if cfg.window.merging:
@@ -217,7 +227,13 @@ class ReferenceEngine:
                     result.panes.append(self._pane(key, window, st, LATE, is_final=False))
 
         # Step 3: advance the watermark, fire what is due, purge what expired.
-        self._advance(next_watermark(watermark, max_seen, cfg.max_out_of_orderness_ms), result)
+        if cfg.watermark.per_partition:
+            self.last_step = self._clocks.advance(
+                watermark, max_by_partition, now_ms if processing_time_ms is None else processing_time_ms)
+            new_watermark = self.last_step.watermark_ms
+        else:
+            new_watermark = next_watermark(watermark, max_seen, cfg.max_out_of_orderness_ms)
+        self._advance(new_watermark, result)
         return result
 
     def end_of_input(self) -> BatchResult:

@@ -15,6 +15,7 @@ from . import aggregations as agg
 from ._duration import event_zone
 from .config import EngineConfig
 from .reference import BatchResult, Pane, Record, ReferenceEngine
+from .watermark import WatermarkPolicy
 from .window import Calendar, Session, Sliding, Tumbling, WindowAssigner
 
 __all__ = ["Scenario", "load_scenario", "parse_scenario", "render_batch", "run_reference", "normalise_output"]
@@ -29,8 +30,11 @@ _TOP_FIELDS = {
     "max_future_ms",
     "now_ms",
     "tz",
+    "watermark",
+    "batch_interval_ms",
     "batches",
 }
+_WATERMARK_FIELDS = {"mode", "idle_timeout_ms"}
 _RECORD_FIELDS = {"key", "ts", "value", "heartbeat", "partition"}
 _WINDOW_FIELDS = {
     "tumbling": {"type", "size_ms", "offset_ms"},
@@ -51,9 +55,15 @@ class Scenario:
     batches: tuple[tuple[Record, ...], ...]
     now_ms: int
     tz: Optional[str] = None  # zone of string timestamps without an offset (UTC when None)
+    #: Batch ``i`` is processed at ``now_ms + i * batch_interval_ms`` (idleness); the
+    #: timestamp checks use ``now_ms`` in every batch.
+    batch_interval_ms: int = 1000
 
     def __post_init__(self) -> None:
         event_zone(self.tz)  # TypeError / ValueError naming "tz"
+
+    def processing_time_ms(self, index: int) -> int:
+        return self.now_ms + index * self.batch_interval_ms
 
 
 def _check_fields(obj: Any, allowed: set, where: str) -> None:
@@ -97,6 +107,19 @@ def _window(spec: Any) -> WindowAssigner:
         raise ScenarioError(f"window: {exc}") from None
 
 
+def _watermark(spec: Any) -> WatermarkPolicy:
+    if spec is None:
+        return WatermarkPolicy()
+    _check_fields(spec, _WATERMARK_FIELDS, "watermark")
+    idle = spec.get("idle_timeout_ms")
+    if idle is not None and (isinstance(idle, bool) or not isinstance(idle, int)):
+        raise ScenarioError(f"watermark.idle_timeout_ms must be an integer number of milliseconds, got {idle!r}")
+    try:
+        return WatermarkPolicy(spec.get("mode", "global"), idle_timeout_ms=idle)
+    except (TypeError, ValueError) as exc:
+        raise ScenarioError(f"watermark: {exc}") from None
+
+
 def parse_scenario(data: Any) -> Scenario:
     """Validate a scenario (parsed JSON) and build its config and records."""
     _check_fields(data, _TOP_FIELDS, "scenario")
@@ -111,6 +134,10 @@ def parse_scenario(data: Any) -> Scenario:
     for name, value in options.items():
         if name.endswith("_ms") and (isinstance(value, bool) or not isinstance(value, int)):
             raise ScenarioError(f"scenario.{name} must be an integer number of milliseconds, got {value!r}")
+    options["watermark"] = _watermark(data.get("watermark"))
+    interval = data.get("batch_interval_ms", 1000)
+    if isinstance(interval, bool) or not isinstance(interval, int) or interval < 0:
+        raise ScenarioError(f"scenario.batch_interval_ms must be an integer number of milliseconds >= 0, got {interval!r}")
     try:
         config = EngineConfig(_window(data["window"]), SCENARIO_AGGREGATIONS, **options)
     except (TypeError, ValueError) as exc:
@@ -144,7 +171,7 @@ def parse_scenario(data: Any) -> Scenario:
                 Record(rec.get("key"), rec["ts"], {"value": rec.get("value")}, heartbeat, rec.get("partition"))
             )
         batches.append(tuple(records))
-    return Scenario(config, tuple(batches), now_ms, tz)
+    return Scenario(config, tuple(batches), now_ms, tz, interval)
 
 
 def load_scenario(path: str) -> Scenario:
@@ -201,7 +228,10 @@ def run_reference(scenario: Scenario, merged_from: bool = False) -> dict:
     panes (the contract's output leaves it out)."""
     engine = ReferenceEngine(scenario.config, tz=scenario.tz)
     sessions = merged_from and scenario.config.window.merging
-    return {"batches": [render_batch(engine.process_batch(batch, scenario.now_ms), sessions) for batch in scenario.batches]}
+    return {"batches": [
+        render_batch(engine.process_batch(batch, scenario.now_ms, scenario.processing_time_ms(i)), sessions)
+        for i, batch in enumerate(scenario.batches)
+    ]}
 
 
 def _sort_key(item: dict) -> str:

@@ -46,6 +46,8 @@ def state_fingerprint(config: EngineConfig, keys: Sequence[str]) -> dict:
         "allowed_lateness_ms": config.allowed_lateness_ms,
         "accumulation": config.accumulation,
         "emit": config.emit,
+        # only when not the default, so that checkpoints written before the option resume
+        **({"watermark": config.watermark.mode} if config.watermark.per_partition else {}),
     }
 
 

@@ -64,9 +64,11 @@ def _scenario(draw, window: dict, out_of_orderness: list, lateness: list, max_fu
 
 
 def flushed(scenario: dict) -> dict:
-    """The scenario plus a last batch whose heartbeat purges every window."""
-    flush = {"ts": scenario["now_ms"] + scenario["max_future_ms"], "heartbeat": True}
-    return {**scenario, "batches": [*scenario["batches"], [flush]]}
+    """The scenario plus a last batch whose heartbeat (one per source partition) purges every window."""
+    partitions = {r.get("partition") for batch in scenario["batches"] for r in batch} or {None}
+    flush = [{"ts": scenario["now_ms"] + scenario["max_future_ms"], "heartbeat": True, "partition": p}
+             for p in sorted(partitions, key=str)]
+    return {**scenario, "batches": [*scenario["batches"], flush]}
 
 
 # ----------------------------------------------------------------------------------------
@@ -248,3 +250,29 @@ def session_scenarios(draw, max_batches: int = 6, max_records: int = 8):
 def every_kind_scenarios(max_batches: int = 6, max_records: int = 8):
     """Fixed-grid, calendar or session scenarios."""
     return st.one_of(any_scenarios(max_batches, max_records), session_scenarios(max_batches, max_records))
+
+
+@st.composite
+def partition_scenarios(draw, max_batches: int = 6, max_records: int = 8):
+    """A fixed-window or session scenario whose records and heartbeats come from up to three
+    source partitions (ints and null), each lagging by its own amount, some going silent
+    from a batch on; with ``watermark="per_partition"`` and an idle timeout or none."""
+    base = draw(st.one_of(scenarios(max_batches, max_records), session_scenarios(max_batches, max_records)))
+    parts = draw(st.lists(st.sampled_from([0, 1, 2, None]), min_size=1, max_size=3, unique=True))
+    lag = {p: draw(st.sampled_from([0, 2000, 6000])) for p in parts}
+    n = len(base["batches"])
+    silent_from = {p: draw(st.integers(min_value=1, max_value=n + 1)) for p in parts}
+    batches = []
+    for i, batch in enumerate(base["batches"]):
+        sending = [p for p in parts if i < silent_from[p]] or parts[:1]
+        out = []
+        for record in batch:
+            p = draw(st.sampled_from(sending))
+            ts = record["ts"]
+            if isinstance(ts, int) and not isinstance(ts, bool) and 1 <= ts <= NOW_MS:
+                ts = max(1, ts - lag[p])
+            out.append({**record, "ts": ts, "partition": p})
+        batches.append(out)
+    watermark = {"mode": "per_partition", "idle_timeout_ms": draw(st.sampled_from([None, 1000, 2500]))}
+    return {**base, "batches": batches, "watermark": watermark,
+            "batch_interval_ms": draw(st.sampled_from([500, 1000]))}

@@ -15,7 +15,7 @@ from eventtime import EngineConfig, ReferenceEngine, aggregate, count
 from eventtime.core.scenario import normalise_output, parse_scenario, run_reference
 from eventtime.core.trigger import DISCARDING, FINAL, ON_TIME, is_expired
 
-from .strategies import any_scenarios, every_kind_scenarios, flushed
+from .strategies import any_scenarios, every_kind_scenarios, flushed, partition_scenarios
 
 SETTINGS = settings(max_examples=300, derandomize=True, deadline=None)
 
@@ -30,12 +30,12 @@ def run_with_ids(scenario: dict):
     cfg = parsed.config
     config = EngineConfig(
         cfg.window, (count(), IDS), cfg.max_out_of_orderness_ms, cfg.allowed_lateness_ms,
-        cfg.accumulation, cfg.emit, cfg.min_valid_ms, cfg.max_future_ms,
+        cfg.accumulation, cfg.emit, cfg.min_valid_ms, cfg.max_future_ms, cfg.watermark,
     )
     engine = ReferenceEngine(config)
     results = []
-    for batch in parsed.batches:
-        results.append(engine.process_batch(batch, parsed.now_ms))
+    for i, batch in enumerate(parsed.batches):
+        results.append(engine.process_batch(batch, parsed.now_ms, parsed.processing_time_ms(i)))
         watermark = engine.watermark_ms
         for _key, window in engine.state_windows():
             assert not is_expired(window, watermark, config.allowed_lateness_ms), "state survived its expiry"
@@ -43,7 +43,7 @@ def run_with_ids(scenario: dict):
 
 
 @SETTINGS
-@given(every_kind_scenarios())
+@given(st.one_of(every_kind_scenarios(), partition_scenarios()))
 def test_conservation_every_row_is_counted_late_or_invalid_exactly_once(scenario):
     parsed, _config, results = run_with_ids(flushed(scenario))
     data_ids = {r.fields["value"] for batch in parsed.batches for r in batch if not r.heartbeat}
@@ -70,7 +70,7 @@ def test_discarding_panes_hold_each_record_once_per_window(scenario):
 
 
 @SETTINGS
-@given(every_kind_scenarios())
+@given(st.one_of(every_kind_scenarios(), partition_scenarios()))
 def test_watermark_never_decreases(scenario):
     _parsed, _config, results = run_with_ids(scenario)
     marks = [r.watermark_ms for r in results if r.watermark_ms is not None]
@@ -123,3 +123,15 @@ def test_accumulating_pane_equals_sum_of_discarding_panes(scenario):
             window = (pane["key"], pane["window_start"])
             running[window] += pane["count"]
             assert by_window[(*window, pane["index"])]["count"] == running[window]
+
+
+@SETTINGS
+@given(partition_scenarios())
+def test_the_per_partition_watermark_never_passes_the_global_one_and_equals_it_with_one_partition(scenario):
+    per_partition = run_reference(parse_scenario(scenario))
+    global_ = run_reference(parse_scenario({**scenario, "watermark": {"mode": "global"}}))
+    for p, g in zip(per_partition["batches"], global_["batches"]):
+        assert p["watermark_ms"] is None or p["watermark_ms"] <= g["watermark_ms"]
+    partitions = {r.get("partition") for batch in scenario["batches"] for r in batch}
+    if len(partitions) == 1 and scenario["watermark"]["idle_timeout_ms"] is None:
+        assert normalise_output(per_partition) == normalise_output(global_)

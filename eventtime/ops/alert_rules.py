@@ -14,7 +14,7 @@ from ..core.kinds import LATE_RECORD, RECORD_KINDS
 from ..core.timestamps import MALFORMED_RECORD, TOO_LATE
 from .monitor import BatchStats, PartitionFinding
 
-__all__ = ["failure_class", "record_alert", "skew_alert", "failure_alert", "record_groups"]
+__all__ = ["failure_class", "record_alert", "skew_alert", "watermark_alerts", "failure_alert", "record_groups"]
 
 SAMPLE_FIELDS = (
     "kind", "reason", "key", "event_time", "raw_timestamp", "watermark", "lateness_ms",
@@ -184,6 +184,31 @@ def skew_alert(pipeline: str, batch_id: int, finding: PartitionFinding, stats: B
     if finding.kind == "lag":
         message += "; its records will be classified late"
     return kind, data, message
+
+
+def watermark_alerts(pipeline: str, batch_id: int, stats: BatchStats,
+                     holdback_threshold_ms: int | None) -> list[tuple[str, str, dict, str]]:
+    """Per-partition watermarks: ``(kind, partition or "", data, message)`` for each partition
+    that became idle (``watermark_idle``) or active again (``watermark_active``) in this
+    batch, and for a hold-back above ``holdback_threshold_ms`` (``watermark_holdback``)."""
+    base = {"pipeline": pipeline, "batch_id": batch_id, "watermark_ms": stats.watermark_ms,
+            "idle_partitions": list(stats.idle_partitions), "holdback_ms": stats.holdback_ms}
+    alerts = []
+    for partition in stats.became_idle:
+        alerts.append(("watermark_idle", partition, {**base, "partition": partition},
+                       f"[{pipeline}] partition {partition} is idle: the watermark no longer waits for it "
+                       f"(batch {batch_id}); idle now: {', '.join(stats.idle_partitions)}"))
+    for partition in stats.became_active:
+        alerts.append(("watermark_active", partition, {**base, "partition": partition},
+                       f"[{pipeline}] partition {partition} is active again: the watermark waits for it "
+                       f"(batch {batch_id}); its records behind the watermark are late"))
+    holdback = stats.holdback_ms
+    if holdback_threshold_ms is not None and holdback is not None and holdback > holdback_threshold_ms:
+        alerts.append(("watermark_holdback", "", {**base, "threshold_ms": holdback_threshold_ms},
+                       f"[{pipeline}] the per-partition watermark is {holdback} ms behind the largest event time "
+                       f"(threshold {holdback_threshold_ms} ms, batch {batch_id}): a slow partition holds every "
+                       f"window back"))
+    return alerts
 
 
 def failure_alert(pipeline: str, error: BaseException | str, checkpoint: str | None,

@@ -16,6 +16,11 @@
   more than ``partition_lag_ms`` (default: the pipeline's max out-of-orderness, which
   :func:`eventtime.route` passes on: its records fall behind the watermark) or that sent nothing for
   ``idle_timeout_s``; fingerprint ``["eventtime", pipeline, "partition_lag"|"partition_idle", partition]``;
+* **per-partition watermarks** (``watermark="per_partition"``): a partition that became idle
+  or active again, and a hold-back (the largest event time minus W) above
+  ``holdback_threshold_ms`` (default twice the max out-of-orderness); fingerprint
+  ``["eventtime", pipeline, "watermark_idle"|"watermark_active", partition]`` and
+  ``["eventtime", pipeline, "watermark_holdback", ""]``;
 * **pipeline failed**: the query stopped on an error (:meth:`Alerter.on_failure`, which
   :func:`eventtime.route` calls itself); fingerprint ``["eventtime", pipeline,
   "pipeline_failed", innermost error class]``.
@@ -53,7 +58,7 @@ import time
 from datetime import timedelta
 from typing import Any, Callable, Mapping
 
-from .alert_rules import failure_alert, record_alert, record_groups, skew_alert
+from .alert_rules import failure_alert, record_alert, record_groups, skew_alert, watermark_alerts
 from .cooldown import Cooldowns
 from .monitor import BatchStats, PartitionMonitor, optional_ms
 from .sentry import SentryClient
@@ -151,6 +156,7 @@ class Alerter:
         cooldown_s: float | timedelta = 300,
         partition_lag_ms: int | timedelta | None = None,
         idle_timeout_s: float | timedelta | None = None,
+        holdback_threshold_ms: int | timedelta | str | None = None,
         max_samples: int = 5,
         send_timeout_s: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
@@ -191,6 +197,8 @@ class Alerter:
         idle_s = _seconds("idle_timeout_s", idle_timeout_s, allow_none=True)
         self.idle_timeout_s = idle_s
         self.partition_lag_ms = optional_ms(partition_lag_ms, "partition_lag_ms")
+        self.holdback_threshold_ms = optional_ms(holdback_threshold_ms, "holdback_threshold_ms")
+        self._default_holdback_ms: int | None = None
         self.max_samples = max_samples
         self._clock = clock
         self.monitor = PartitionMonitor(
@@ -227,6 +235,8 @@ class Alerter:
         """Called by :func:`eventtime.route`: without an explicit ``partition_lag_ms`` a
         partition lags when it is more than the pipeline's max out-of-orderness behind."""
         self.monitor.default_lag_threshold_ms = max_out_of_orderness_ms
+        # per-partition watermarks: W is B behind its slowest active partition anyway
+        self._default_holdback_ms = None if max_out_of_orderness_ms is None else 2 * max_out_of_orderness_ms
 
     def partition_metrics(self) -> dict[str, dict[str, Any]]:
         """Per source partition: ``max_event_time_ms``, ``lag_ms``, ``idle_s``, ``rows_total``,
@@ -322,6 +332,10 @@ class Alerter:
             for finding in findings:
                 kind, data, message = skew_alert(self.pipeline, batch_id, finding, stats)
                 alerts.append(self._emit(kind, finding.partition, 1, message, data, now, level="warning"))
+            threshold = self.holdback_threshold_ms if self.holdback_threshold_ms is not None else self._default_holdback_ms
+            for kind, reason, data, message in watermark_alerts(self.pipeline, batch_id, stats, threshold):
+                alerts.append(self._emit(kind, reason, 1, message, data, now,
+                                         level="info" if kind == "watermark_active" else "warning"))
         return alerts, metrics
 
     def _emit(self, kind: str, reason: str, count: int, message: str, data: dict[str, Any],

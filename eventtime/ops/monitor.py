@@ -107,6 +107,13 @@ class BatchStats:
     invalid: int
     watermark_ms: int | None
     partitions: Mapping[str, PartitionStats] = dataclasses.field(default_factory=dict)
+    #: Per-partition watermarks only (``watermark="per_partition"``): the partitions idle after
+    #: this batch, those that became idle / active again in it, and the hold-back (the largest
+    #: valid event time of all partitions minus W).
+    idle_partitions: tuple = ()
+    became_idle: tuple = ()
+    became_active: tuple = ()
+    holdback_ms: int | None = None
 
     def __post_init__(self) -> None:
         _check_int("batch_id", self.batch_id)

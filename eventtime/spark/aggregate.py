@@ -22,6 +22,7 @@ from ..core.aggregations import Aggregation
 from ..core.config import EngineConfig
 from ..core.kinds import COUNT, MAX, MEAN, MIN, SUM, UDAF
 from ..core.trigger import ACCUMULATING, ON_TIME_AND_LATE
+from ..core.watermark import GLOBAL, WatermarkPolicy
 from ..core.window import WindowAssigner
 from .extract import event_time_settings
 from .jvm import ensure_engine
@@ -55,7 +56,7 @@ MERGED_FROM = "merged_from"
 # The user's row as one struct, beside the output: the payload of late / invalid records.
 C_REC = "et__rec"
 # Row classes of the operator input (Layout.java).
-CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, CLS_CONTROL = 0, 1, 2, 5
+CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, CLS_CONTROL, CLS_TICK = 0, 1, 2, 5, 6
 # The operator's grouping key is a hash bucket of the user key (state is per user key inside
 # it, see WindowOperator.java); fixed, as a checkpoint's state is laid out by it.
 NUM_BUCKETS = 32
@@ -177,6 +178,7 @@ def engine_spec(
         "emit": config.emit,
         "bounded": bounded,
         "watermark_property": WATERMARK_PROPERTY,
+        "watermark": config.watermark.to_dict(),
         "buckets": NUM_BUCKETS,
         "record_type": record_type.json(),
         "output_type": T.StructType([*out_schema.fields, T.StructField(C_REC, record_type)]).json(),
@@ -205,6 +207,8 @@ def window_aggregate(
     partition_col: Optional[str] = None,
     offset_col: Optional[str] = None,
     heartbeat_col: Optional[str] = None,
+    watermark: str = GLOBAL,
+    idle_timeout: Any = None,
 ) -> Callable[[DataFrame], DataFrame]:
     """A ``DataFrame.transform`` step: event-time windows per ``keys`` with allowed lateness.
 
@@ -212,14 +216,29 @@ def window_aggregate(
     invalid record and per-partition statistic (column ``kind``); give it to :func:`route`.
     The built-in aggregations run in the JVM operator; a user-defined one
     (:func:`eventtime.aggregate`) runs in the reference model only.
+
+    ``watermark="per_partition"`` (with ``partition_col``, e.g. Kafka's ``partition``) moves
+    the watermark by the slowest active source partition instead of the global maximum, and
+    ``idle_timeout`` (e.g. ``"1 minute"``) leaves a silent partition out of it
+    (docs/semantics.md, "Per-partition watermarks"):
+
+    >>> out = events.transform(window_aggregate(keys=["user_id"], window=Tumbling("1 minute"),
+    ...     partition_col="partition", watermark="per_partition", idle_timeout="1 minute"))  # doctest: +SKIP
     """
     keys = _check_keys(keys)
     aggregations = tuple(aggregations) if isinstance(aggregations, (list, tuple)) else (
         (_agg.count(),) if aggregations is None else aggregations
     )
     lateness_ms = to_ms(allowed_lateness, "allowed_lateness")
+    policy = WatermarkPolicy(watermark, idle_timeout_ms=idle_timeout)
+    if policy.per_partition and partition_col is None:
+        raise ValueError(
+            "watermark='per_partition' needs partition_col: the column that names each record's source partition "
+            "(e.g. Kafka's 'partition')"
+        )
     # Window, aggregations (objects, distinct names), lateness and modes, before any Spark work.
-    EngineConfig(window, aggregations, allowed_lateness_ms=lateness_ms, accumulation=accumulation, emit=emit)
+    EngineConfig(window, aggregations, allowed_lateness_ms=lateness_ms, accumulation=accumulation, emit=emit,
+                 watermark=policy)
     for i, agg in enumerate(aggregations):
         if getattr(agg, "kind", None) == UDAF:
             raise ValueError(
@@ -252,6 +271,7 @@ def window_aggregate(
             emit=emit,
             min_valid_ms=settings.get("min_valid_ms", 1),
             max_future_ms=settings.get("max_future_ms", 0),
+            watermark=policy,
         )
         user_cols = [c for c in df.columns if not c.startswith("__et_")]
         schema = df.schema
@@ -286,6 +306,16 @@ def window_aggregate(
             *[F.col(k).alias(f"et__k{i}") for i, k in enumerate(keys)],
             *[(F.col(a.column) if a.column else F.lit(None)).alias(f"et__a{i}") for i, a in enumerate(aggregations)],
         )
+        tick_signal = None
+        if policy.per_partition and df.isStreaming:
+            # The driver's W moved: the next batch carries one tick row, which the map side sends
+            # to every bucket so that each sweeps to the new W (the operator has no timers).
+            from .control import control_stream
+
+            ticks, tick_signal = control_stream(spark)
+            operator_input = operator_input.unionByName(ticks.select(
+                *[F.lit(None).cast(f.dataType).alias(f.name) if f.name != "et__cls" else F.lit(CLS_TICK).alias("et__cls")
+                  for f in operator_input.schema.fields]))
         raw = DataFrame(spark._jvm.eventtime.jvm.Engine.apply(operator_input._jdf, json.dumps(spec)), spark)
         signal_path = settings.get("end_of_input_signal")
         ts_col = settings.get("column")
@@ -300,11 +330,13 @@ def window_aggregate(
                 "aggregations": [a.name for a in aggregations],
                 "partition_col": partition_col,
                 "end_of_input_signal": signal_path,
+                "tick_signal": tick_signal,
                 "config": {
                     "window": window.to_dict(),
                     "allowed_lateness_ms": config.allowed_lateness_ms,
                     "accumulation": config.accumulation,
                     "emit": config.emit,
+                    "watermark": policy.to_dict(),
                     **{k: v for k, v in settings.items() if k.endswith("_ms")},
                 },
             }

@@ -123,6 +123,8 @@ class ReplayRunner:
                 emit=cfg.emit,
                 partition_col="partition",
                 heartbeat_col="hb",
+                watermark=cfg.watermark.mode,
+                idle_timeout=cfg.watermark.idle_timeout_ms,
             )
         )
         self._panes: list = []
@@ -162,11 +164,17 @@ class ReplayRunner:
         with open(tmp, "w", encoding="utf-8") as handle:
             for rec in batch:
                 handle.write(json.dumps(self._row(rec)) + "\n")
+        driver = self.router.partition_watermark
+        if driver is not None:  # the scenario's processing time of this batch (and of the tick batch after it)
+            driver.processing_time_ms = self.scenario.processing_time_ms(i)
         os.rename(tmp, os.path.join(self.src, f"batch-{i:05d}.json"))
         wait_for_file(self.query, i)
         panes, self._panes = self._panes, []
         records, self._records = self._records, []
-        watermark = _watermark_ms(self.query.lastProgress) if self.router.event_time_seen else None
+        if driver is not None:
+            watermark = driver.watermark_ms
+        else:
+            watermark = _watermark_ms(self.query.lastProgress) if self.router.event_time_seen else None
         return self._render(panes, records, watermark)
 
     def _render(self, panes: list, records: list, watermark: Optional[int]) -> dict:

@@ -13,6 +13,7 @@ publishes); the sink-shape checks and the split are small and read that state.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -160,6 +161,8 @@ class Router:
 
         self._failure_reported = threading.Event()
         self._last_stats = None
+        #: Per-partition watermarks: the driver's W (eventtime/spark/partition_watermark.py), from start().
+        self.partition_watermark = None
 
     # -- the query ----------------------------------------------------------------------
     def start(
@@ -204,6 +207,17 @@ class Router:
             )
         self.checkpoint = checkpoint
         local = _local_path(checkpoint)
+        policy = self._watermark_policy()
+        if policy.per_partition:
+            if local is None:
+                raise ValueError(
+                    f"watermark='per_partition' keeps its state beside the checkpoint and needs a local (or mounted) "
+                    f"checkpoint path, got {checkpoint!r}"
+                )
+            from .partition_watermark import PartitionWatermarkDriver
+
+            self.partition_watermark = PartitionWatermarkDriver(
+                policy, int(self.meta["config"].get("max_out_of_orderness_ms") or 0), local, self.meta.get("tick_signal"))
         if local is not None and not os.path.exists(os.path.join(local, "metadata")):
             self._check_no_orphaned_tables(checkpoint, fresh_start)
         if local is not None and "fingerprint" in self.meta:
@@ -349,6 +363,12 @@ class Router:
                 "or pass fresh_start=True to start a new query over these tables on purpose."
             )
 
+    def _watermark_policy(self):
+        from ..core.watermark import WatermarkPolicy
+
+        spec = self.meta.get("config", {}).get("watermark") or {}
+        return WatermarkPolicy(spec.get("mode", "global"), idle_timeout_ms=spec.get("idle_timeout_ms"))
+
     @property
     def event_time_seen(self) -> bool:
         """Whether any batch so far had a record or heartbeat with a valid event time (before
@@ -461,13 +481,33 @@ class Router:
             return
         context.setLocalProperty(WATERMARK_PROPERTY, f"{query_id}:{batch_id}:{watermark}")
 
+    def _publish(self, spark, batch_id: int, watermark: int) -> None:
+        spark.sparkContext.setLocalProperty(WATERMARK_PROPERTY, f"{self.query_id()}:{batch_id}:{watermark}")
+
+    def _apply_partition_watermark(self, driver, batch_id: int, stats_rows, stats):
+        """The batch's partitions' largest valid event times into the per-partition W."""
+        maxima: dict = {}
+        for p, t in zip(stats_rows.column("partition").to_pylist(), stats_rows.column("stat_max_event_time").to_pylist()):
+            maxima[p] = t if maxima.get(p) is None else (maxima[p] if t is None else max(maxima[p], t))
+        step = driver.after_batch(batch_id, maxima)
+        return dataclasses.replace(
+            stats, watermark_ms=step.watermark_ms, idle_partitions=tuple(sorted(map(str, driver._clocks.idle))),
+            became_idle=tuple(map(str, step.became_idle)), became_active=tuple(map(str, step.became_active)),
+            holdback_ms=step.holdback_ms)
+
     def _handle(self, df: DataFrame, batch_id: int) -> None:
         fault_point("after_commit", batch_id - 1)
-        if self.out.isStreaming:
+        driver = self.partition_watermark
+        if driver is not None:
+            w = driver.before_batch(batch_id)
+            self._publish(df.sparkSession, batch_id, 0 if w is None else w)
+        elif self.out.isStreaming:
             self._publish_watermark(df.sparkSession, batch_id)
         table = df.toArrow()  # one execution of the batch; everything below is on the driver
         panes, records, stats_rows = self.split(table)
         stats = self.batch_stats(batch_id, panes, records, stats_rows)
+        if driver is not None:
+            stats = self._apply_partition_watermark(driver, batch_id, stats_rows, stats)
         self._last_stats = stats
         qid = self.query_id()
         log.info(

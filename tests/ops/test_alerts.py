@@ -381,3 +381,38 @@ def test_malformed_record_alerts_show_the_raw_lines(receiver):
     assert message.startswith("[orders] 3 malformed record(s) (the source could not parse the row) quarantined in batch 1")
     assert "'this is not json id=32'" in message
     assert event["contexts"]["eventtime"]["raw_lines"] == alert.data["raw_lines"]
+
+
+def test_per_partition_watermark_alerts_idle_active_and_holdback(receiver):
+    import dataclasses
+
+    alerter = Alerter(dsn=receiver.dsn, pipeline="p", holdback_threshold_ms="1 minute", client_options=NO_PROXY)
+    try:
+        base = stats(5, 10, watermark_ms=1_000_000)
+        idle = dataclasses.replace(base, idle_partitions=("3",), became_idle=("3",), holdback_ms=60_001)
+        out = alerter.on_batch(5, None, idle)
+        assert [(a.kind, a.reason) for a in out.alerts] == [("watermark_idle", "3"), ("watermark_holdback", "")]
+        events = {tuple(e["fingerprint"]): e for e in receiver.wait_for(2)}
+        assert set(events) == {("eventtime", "p", "watermark_idle", "3"), ("eventtime", "p", "watermark_holdback", "")}
+        assert "partition 3 is idle" in events[("eventtime", "p", "watermark_idle", "3")]["message"]
+        held = events[("eventtime", "p", "watermark_holdback", "")]
+        assert held["contexts"]["eventtime"]["holdback_ms"] == 60_001 and held["contexts"]["eventtime"]["threshold_ms"] == 60_000
+        # at the threshold: no hold-back alert; a partition back from idleness is reported
+        back = dataclasses.replace(base, batch_id=6, became_active=("3",), holdback_ms=60_000)
+        out = alerter.on_batch(6, None, back)
+        assert [(a.kind, a.reason) for a in out.alerts] == [("watermark_active", "3")]
+        assert receiver.wait_for(3)[-1]["level"] == "info"
+    finally:
+        alerter.close()
+
+
+def test_the_default_holdback_threshold_is_twice_the_out_of_orderness():
+    import dataclasses
+
+    alerter = Alerter(pipeline="p")
+    alerter.use_pipeline_defaults(10_000)
+    out = alerter.on_batch(1, None, dataclasses.replace(stats(1, 1), holdback_ms=20_001))
+    assert [a.kind for a in out.alerts] == ["watermark_holdback"]
+    assert not alerter.on_batch(2, None, dataclasses.replace(stats(2, 1), holdback_ms=20_000)).alerts
+    with pytest.raises(ValueError, match="holdback_threshold_ms"):
+        Alerter(pipeline="p", holdback_threshold_ms=-1)

@@ -18,6 +18,7 @@ from pyspark.sql import types as T
 from eventtime.core.scenario import Scenario, parse_scenario
 from eventtime.core.timestamps import extract
 from eventtime.core.trigger import END_OF_INPUT_MS, next_watermark
+from eventtime.core.watermark import PartitionClocks
 from eventtime.spark.aggregate import CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, _agg_type, engine_spec, output_schema
 
 
@@ -41,16 +42,21 @@ class JvmReplay:
         self.watermark = 0
         self.seen = False
         self.records: list = []
+        # per-partition watermarks: W by the core's rules, as the Spark driver computes it
+        self.clocks = PartitionClocks(cfg.watermark, cfg.max_out_of_orderness_ms) if cfg.watermark.per_partition else None
+        self.index = 0
 
     def run_batch(self, batch, raw_panes: bool = False) -> Any:
         cfg = self.cfg
-        rows, max_seen = [], None
+        rows, max_seen, by_partition = [], None, {}
         for rec in batch:
             rid = len(self.records)
             self.records.append(rec)
             ts_ms, reason = extract(rec.ts, self.scenario.now_ms, cfg.min_valid_ms, cfg.max_future_ms, tz=self.scenario.tz)
             if reason is None:
                 max_seen = ts_ms if max_seen is None else max(max_seen, ts_ms)
+                p = rec.partition
+                by_partition[p] = ts_ms if p not in by_partition else max(by_partition[p], ts_ms)
             cls = CLS_INVALID if reason is not None else CLS_HEARTBEAT if rec.heartbeat else CLS_DATA
             rows.append({
                 "rec": [None if rec.key is None else json.dumps(rec.key), rec.fields.get("value"), rid, bool(rec.heartbeat)],
@@ -64,7 +70,11 @@ class JvmReplay:
         outputs = json.loads(self.engine.batch(json.dumps(rows), self.watermark, self.combine)) if rows else []
         if max_seen is not None:
             self.seen = True
-        new_w = next_watermark(self.watermark, max_seen, cfg.max_out_of_orderness_ms)
+        if self.clocks is not None:
+            new_w = self.clocks.advance(self.watermark, by_partition, self.scenario.processing_time_ms(self.index)).watermark_ms
+        else:
+            new_w = next_watermark(self.watermark, max_seen, cfg.max_out_of_orderness_ms)
+        self.index += 1
         if new_w is not None and new_w > self.watermark:
             self.watermark = new_w
             outputs += json.loads(self.engine.advance(new_w))

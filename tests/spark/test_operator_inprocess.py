@@ -19,7 +19,7 @@ from transcripts import lists_merged_from, load_transcript, transcript_paths
 
 from eventtime import ReferenceEngine, count, first, last, max, mean, min, sum
 from eventtime.core.scenario import diff_outputs, parse_scenario, render_batch, run_reference
-from property_tests.strategies import every_kind_scenarios, flushed
+from property_tests.strategies import every_kind_scenarios, flushed, partition_scenarios
 
 pytestmark = pytest.mark.spark
 SETTINGS = settings(max_examples=250, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -34,7 +34,7 @@ def test_operator_matches_transcript(spark, path, combine):
 
 
 @SETTINGS
-@given(every_kind_scenarios(), st.booleans())
+@given(st.one_of(every_kind_scenarios(), partition_scenarios()), st.booleans())
 def test_operator_equals_reference(spark, scenario, combine):
     # merged_from compared too (the contract's output leaves it out)
     difference = diff_outputs(run_reference(parse_scenario(scenario), merged_from=True), run_jvm(scenario, spark, combine, merged_from=True))
@@ -42,7 +42,7 @@ def test_operator_equals_reference(spark, scenario, combine):
 
 
 @settings(max_examples=100, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(every_kind_scenarios())
+@given(st.one_of(every_kind_scenarios(), partition_scenarios()))
 def test_state_is_empty_after_every_window_expired(spark, scenario):
     parsed = parse_scenario(flushed(scenario))
     runner = JvmReplay(parsed, spark)

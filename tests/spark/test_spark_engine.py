@@ -18,7 +18,7 @@ import eventtime
 from eventtime.core.scenario import diff_outputs, parse_scenario, run_reference
 from eventtime.core.timestamps import extract
 from eventtime.spark.replay import run_scenario
-from property_tests.strategies import calendar_scenarios, scenarios, session_scenarios
+from property_tests.strategies import calendar_scenarios, partition_scenarios, scenarios, session_scenarios
 
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).parents[2]
@@ -48,6 +48,16 @@ def test_spark_equals_reference_on_generated_calendar_scenarios(spark, scenario)
 @settings(max_examples=2, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 @given(session_scenarios(max_batches=4, max_records=6))
 def test_spark_equals_reference_on_generated_session_scenarios(spark, scenario):
+    parsed = parse_scenario(scenario)
+    difference = diff_outputs(run_reference(parsed, merged_from=True), run_scenario(parsed, spark=spark, merged_from=True))
+    assert difference is None, difference
+
+
+@settings(max_examples=4, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@given(partition_scenarios(max_batches=5, max_records=6))
+def test_spark_equals_reference_on_generated_partition_scenarios(spark, scenario):
+    """Per-partition watermarks with lagging, silent and idle partitions (ints and null),
+    fixed and session windows: the driver's W, the ticks and the operator against the model."""
     parsed = parse_scenario(scenario)
     difference = diff_outputs(run_reference(parsed, merged_from=True), run_scenario(parsed, spark=spark, merged_from=True))
     assert difference is None, difference
@@ -283,11 +293,13 @@ def test_restart_with_an_incompatible_window_is_refused_naming_it(spark, tmp_pat
     query.stop()
 
 
-@pytest.mark.parametrize("name", ["15_session_merge_of_fired_sessions", "12_calendar_days_berlin_dst"])
+@pytest.mark.parametrize("name", ["15_session_merge_of_fired_sessions", "12_calendar_days_berlin_dst",
+                                  "21_per_partition_back_from_idleness"])
 def test_session_and_calendar_state_survives_a_query_restart(spark, tmp_path, name):
     """The transcript run as two queries on one checkpoint: stopped after batch 2, restarted,
     and fed the rest. Sessions (with their due index) and calendar windows come back from the
-    state store: the output equals the hand-derived one."""
+    state store, the per-partition watermark's table from beside the checkpoint: the output
+    equals the hand-derived one."""
     from eventtime.spark.replay import ReplayRunner
 
     scenario, expected = load_transcript(TRANSCRIPT_DIR / f"{name}.json")

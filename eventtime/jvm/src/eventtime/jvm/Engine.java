@@ -26,7 +26,9 @@ public final class Engine {
         .transformWithState(
             // A static DataFrame is one batch without a watermark: each key is processed once and
             // then swept to the end of input, so it needs no timers.
-            new WindowOperator(spec), spec.bounded ? TimeMode.None() : TimeMode.EventTime(), OutputMode.Append(),
+            // With per-partition watermarks the driver publishes W and tick rows wake the buckets.
+            new WindowOperator(spec), spec.bounded || spec.publishedWatermark ? TimeMode.None() : TimeMode.EventTime(),
+            OutputMode.Append(),
             Encoders.row(spec.outputType));
   }
 

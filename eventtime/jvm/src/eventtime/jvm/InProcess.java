@@ -109,6 +109,7 @@ public final class InProcess {
    * Returns the output rows as a JSON list of objects.
    */
   public String batch(String rowsJson, long watermark, boolean combine) throws java.io.IOException {
+    if (spec.publishedWatermark) operator.publishInProcess(watermark);
     List<Row> input = new ArrayList<>();
     StructField[] recFields = spec.recordType.fields();
     for (JsonNode r : JSON.readTree(rowsJson)) {
@@ -127,7 +128,11 @@ public final class InProcess {
       for (int i = 0; i < na; i++) in[Layout.IN_K0 + nk + i] = spec.aggFields[i] < 0 ? null : rec[spec.aggFields[i]];
       input.add(RowFactory.create(in));
     }
-    Mapper mapper = new Mapper(spec, combine ? watermark : null);
+    return render(run(new Mapper(spec, combine ? watermark : null), input));
+  }
+
+  /** The map side, then the operator once per group (bucket, or pass-through). */
+  private List<Row> run(Mapper mapper, List<Row> input) {
     Map<List<Object>, List<Row>> groups = new LinkedHashMap<>();
     for (Iterator<Row> it = mapper.call(input.iterator()); it.hasNext(); ) {
       Row r = it.next();
@@ -141,12 +146,20 @@ public final class InProcess {
     for (Map.Entry<List<Object>, List<Row>> g : groups.entrySet()) {
       out.addAll(CollectionConverters.asJava(tester.test(keys.get(g.getKey()), CollectionConverters.asScala(g.getValue()).toList())));
     }
-    return render(out);
+    return out;
   }
 
-  /** The no-data batch: the watermark moves to {@code watermark} and due timers fire. */
+  /**
+   * The no-data batch: the watermark moves to {@code watermark} and due timers fire. With
+   * per-partition watermarks (no timers) the driver's tick instead: one tick row, which the
+   * map side sends to every bucket (the end-of-input row at {@code END_OF_INPUT_MS}).
+   */
   public String advance(long watermark) {
-    return render(CollectionConverters.asJava(tester.setWatermark(watermark)));
+    if (!spec.publishedWatermark) return render(CollectionConverters.asJava(tester.setWatermark(watermark)));
+    operator.publishInProcess(watermark);
+    Object[] in = new Object[Layout.IN_K0 + spec.keyFields.length + spec.aggFields.length];
+    in[Layout.IN_CLS] = watermark == Spec.END_OF_INPUT_MS ? Layout.CONTROL : Layout.TICK;
+    return render(run(new Mapper(spec, null), java.util.Collections.singletonList(RowFactory.create(in))));
   }
 
   private static final class NeverLate extends scala.runtime.AbstractFunction1<Row, Object> implements java.io.Serializable {

@@ -22,6 +22,8 @@ import org.apache.spark.sql.types.StructType;
 final class Layout {
   // row classes
   static final int DATA = 0, HEARTBEAT = 1, INVALID = 2, STATS = 3, PARTIAL = 4, CONTROL = 5;
+  // per-partition watermarks: a tick (the driver's W moved) and the end of input, sent to every bucket
+  static final int TICK = 6, END = 7;
   // group of the operator key: 0 = keyed rows, 1 = stateless pass-through (invalid records, statistics)
   static final int KEYED = 0, PASS = 1;
   // position of the first key column in the operator input (after et__g and the bucket et__b)

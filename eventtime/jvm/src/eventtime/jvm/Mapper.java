@@ -96,10 +96,16 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
     return new Iterator<Row>() {
       private Row pending;
       private Iterator<Row> tail;
+      /** 0, or the class of the rows sent to every bucket at the end (TICK, or END which wins). */
+      private int wakeAll;
 
       private Row process(Row r) {
         int cls = r.getInt(Layout.IN_CLS);
-        if (cls == Layout.CONTROL) return null;
+        if (cls == Layout.CONTROL || cls == Layout.TICK) {
+          // per-partition watermarks: every bucket must sweep to the published W (or to the end)
+          if (spec.publishedWatermark) wakeAll = cls == Layout.CONTROL ? Layout.END : Math.max(wakeAll, Layout.TICK);
+          return null;
+        }
         String partition = r.isNullAt(Layout.IN_PART) ? null : r.getString(Layout.IN_PART);
         long[] st = partition == null ? nullPartition : stats.computeIfAbsent(partition, p -> new long[] {0, Long.MIN_VALUE});
         st[0]++;
@@ -158,6 +164,13 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
           o[lay.cls] = Layout.PARTIAL;
           o[lay.ms] = e.getKey().slice;
           o[lay.p0] = Acc.encode(spec, (Acc[]) e.getValue()[1]);
+          rows.add(RowFactory.create(o));
+        }
+        for (int b = 0; wakeAll != 0 && b < spec.buckets; b++) {
+          Object[] o = new Object[lay.width];
+          o[0] = Layout.KEYED;
+          o[1] = b;
+          o[lay.cls] = wakeAll;
           rows.add(RowFactory.create(o));
         }
         if (nullPartition[0] > 0) rows.add(statsRow(null, nullPartition));

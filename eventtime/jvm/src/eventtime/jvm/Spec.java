@@ -61,6 +61,12 @@ public final class Spec implements Serializable {
   public final String watermarkProperty;
   /** Number of hash buckets of the key (the operator's grouping key; fixed per checkpoint). */
   public final int buckets;
+  /**
+   * Per-partition watermarks (docs/semantics.md): the driver computes W for each batch and
+   * publishes it (eventtime/spark/router.py); the operator uses it instead of Spark's watermark,
+   * has no timers, and is woken by tick rows sent to every bucket.
+   */
+  public final boolean publishedWatermark;
 
   public Spec(String json) {
     try {
@@ -98,6 +104,8 @@ public final class Spec implements Serializable {
       bounded = n.get("bounded").asBoolean();
       watermarkProperty = n.get("watermark_property").asText();
       buckets = n.get("buckets").asInt();
+      JsonNode wm = n.get("watermark");
+      publishedWatermark = !bounded && wm != null && "per_partition".equals(wm.get("mode").asText());
       recordType = (StructType) DataType.fromJson(n.get("record_type").asText());
       outputType = (StructType) DataType.fromJson(n.get("output_type").asText());
       JsonNode keys = n.get("key_fields");

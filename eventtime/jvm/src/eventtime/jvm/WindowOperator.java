@@ -383,7 +383,8 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   @Override
   public scala.collection.Iterator<Row> handleInputRows(Row group, scala.collection.Iterator<Row> rows, TimerValues timerValues) {
     // A static DataFrame has no watermark: 0, like a stream's initial one.
-    long watermark = spec.bounded ? 0 : Math.max(0, timerValues.getCurrentWatermarkInMs());
+    long watermark = spec.bounded ? 0 : spec.publishedWatermark ? publishedWatermark()
+        : Math.max(0, timerValues.getCurrentWatermarkInMs());
     List<Row> out = new ArrayList<>();
     Iterator<Row> it = CollectionConverters.asJava(rows);
     if (group.getInt(0) == Layout.PASS) {
@@ -395,11 +396,18 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     }
     // The bucket's rows, per user key (in order of arrival).
     Map<List<Object>, List<Row>> byKey = new LinkedHashMap<>();
+    boolean end = false;
     while (it.hasNext()) {
       Row r = it.next();
+      int cls = r.getInt(lay.cls);
+      if (cls == Layout.TICK || cls == Layout.END) {  // per-partition watermarks: sweep this bucket
+        end |= cls == Layout.END;
+        continue;
+      }
       byKey.computeIfAbsent(groupKey(r, Layout.K0, lay.nk), k -> new ArrayList<>()).add(r);
     }
     Meta m = loadMeta();
+    if (m == null && byKey.isEmpty()) return CollectionConverters.asScala(out.iterator());
     long wPrev;
     if (m == null) {
       m = newMeta();
@@ -421,13 +429,32 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
       if (spec.session) processSessionKey(m, RowFactory.create(kv), keyRows, wPrev, watermark, out);
       else processKey(m, RowFactory.create(kv), keyRows, wPrev, watermark, out);
     }
-    if (spec.bounded) {
-      sweepBucket(m, Spec.END_OF_INPUT_MS, out, java.util.Collections.emptyMap()); // a static DataFrame ends with its input
-    } else {
+    if (spec.bounded || end) {
+      // a static DataFrame ends with its input; so does a stream whose end of input reached this bucket
+      sweepBucket(m, Spec.END_OF_INPUT_MS, out, java.util.Collections.emptyMap());
+    } else if (!spec.publishedWatermark) {
       armTimer(m);
     }
     saveMeta(m);
     return CollectionConverters.asScala(out.iterator());
+  }
+
+  /** In-process runs ({@link InProcess}, no task): the watermark the driver would publish. */
+  private transient Long inProcessWatermark;
+
+  void publishInProcess(long watermark) {
+    inProcessWatermark = watermark;
+  }
+
+  /** The watermark the driver published for this batch (per-partition watermarks). */
+  private long publishedWatermark() {
+    Long w = inProcessWatermark != null ? inProcessWatermark : Mapper.batchWatermark(spec);
+    if (w == null) {
+      throw new IllegalStateException(
+          "eventtime: watermark='per_partition' but the driver published no watermark for this batch; "
+              + "start the query with eventtime.route(...).start(checkpoint=<a local path>)");
+    }
+    return Math.max(0, w);
   }
 
   private void processKey(Meta m, Row key, List<Row> rows, long wPrev, long watermark, List<Row> out) {

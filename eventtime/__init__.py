@@ -39,6 +39,7 @@ _LAZY = {
     "local_session": "eventtime.spark",
     "engine_jar": "eventtime.spark",
     "DeltaLateSink": "eventtime.sinks",
+    "DeltaDelaySink": "eventtime.sinks",
     "DeltaResultsSink": "eventtime.sinks",
     "Alerter": "eventtime.ops.alerts",
     "BatchStats": "eventtime.ops.monitor",

@@ -87,7 +87,7 @@ def _prepare_input(stream: DemoStream, directory: str) -> int:
 def _routed(source, config: EngineConfig, window, tables: str, pipeline: str, alerter=None, watermark: str = "global"):
     """source → quarantine → ``window`` per user → router, panes and records into Delta
     tables under ``tables`` (``results`` and ``late``)."""
-    from ..sinks import DeltaLateSink, DeltaResultsSink
+    from ..sinks import DeltaDelaySink, DeltaLateSink, DeltaResultsSink
     from ..spark import route, window_aggregate, with_event_time
 
     events = source.transform(with_event_time(
@@ -103,6 +103,7 @@ def _routed(source, config: EngineConfig, window, tables: str, pipeline: str, al
         out,
         panes=DeltaResultsSink(os.path.join(tables, "results"), pipeline=pipeline),
         late=DeltaLateSink(os.path.join(tables, "late"), pipeline=pipeline),
+        delays=DeltaDelaySink(os.path.join(tables, "delays"), pipeline=pipeline),
         alerter=alerter,
         pipeline=pipeline,
     )
@@ -276,7 +277,7 @@ def run_demo(
     data_rows = _prepare_input(stream, output)
     checkpoint = os.path.join(output, "checkpoint")
     if fresh_start:
-        for name in ("checkpoint", "results", "late", "late.png", *(job[0] for job in BOUNDED_JOBS)):
+        for name in ("checkpoint", "results", "late", "delays", "late.png", "delays.png", *(job[0] for job in BOUNDED_JOBS)):
             path = os.path.join(output, name)
             if os.path.isdir(path):
                 shutil.rmtree(path)
@@ -339,6 +340,10 @@ def run_demo(
         late_main(["late", "summary", "--table", late_path], hard_exit=False)
         plot = os.path.join(output, "late.png")
         late_main(["late", "plot", "--table", late_path, "--output", plot], hard_exit=False)
+        if os.path.exists(os.path.join(output, "delays", "_delta_log")):
+            say("")
+            late_main(["late", "advise", "--table", late_path, "--results", os.path.join(output, "results"),
+                       "--plot", os.path.join(output, "delays.png")], hard_exit=False)
     say(f"\nresults table: {os.path.join(output, 'results')}\nlate-data table: {late_path}")
     say(f"query them: eventtime late show --table {late_path} --reason too_late --limit 10")
     if bounded_jobs:

@@ -91,7 +91,7 @@ def register(subparsers: Any, hard_exit: bool = True) -> argparse.ArgumentParser
     output and calls ``os._exit(code)`` instead of returning.
     """
     late = subparsers.add_parser("late", help="inspect and maintain a late-data Delta table")
-    sub = late.add_subparsers(dest="late_command", metavar="{summary,show,plot,optimize}")
+    sub = late.add_subparsers(dest="late_command", metavar="{summary,show,plot,advise,optimize}")
     sub.required = True
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -132,6 +132,17 @@ def register(subparsers: Any, hard_exit: bool = True) -> argparse.ArgumentParser
     filters(p)
     p.add_argument("--output", required=True, metavar="FILE.png")
 
+    p = sub.add_parser("advise", help="the B and L that would have kept 99 / 99.9 / 99.99 %% of records on time")
+    common(p)
+    p.add_argument("--stats", "--delays", dest="delays", metavar="PATH",
+                   help="delay table written by route(..., delays=DeltaDelaySink(...)) (default: 'delays' beside --table)")
+    p.add_argument("--results", metavar="PATH", help="results table: adds the extra state in window-ms")
+    p.add_argument("--target", action="append", type=float, metavar="SHARE",
+                   help="on-time share to advise for, e.g. 0.999 (repeatable; default 0.99, 0.999, 0.9999)")
+    p.add_argument("--pipeline", help="only this pipeline's delays")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--plot", metavar="FILE.png", help="also plot the delay distribution with B and B + L marked")
+
     p = sub.add_parser("optimize", help="compact small files (and optionally vacuum)")
     common(p)
     p.add_argument("--target-size", type=_positive_int("--target-size", 1), help="target file size in bytes")
@@ -166,7 +177,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     err = err or sys.stderr
     cmd = args.late_command
     try:
-        handler = {"summary": _summary, "show": _show, "plot": _plot, "optimize": _optimize}[cmd]
+        handler = {"summary": _summary, "show": _show, "plot": _plot, "advise": _advise, "optimize": _optimize}[cmd]
         return handler(args, out)
     except CliError as exc:
         print(f"eventtime late {cmd}: error: {exc}", file=err)
@@ -393,6 +404,45 @@ def _optimize(args: argparse.Namespace, out: TextIO) -> int:
         if args.vacuum:
             verb = "would remove" if args.dry_run else "removed"
             out.write(f"vacuum {verb} {len(result['vacuumed'])} file(s)\n")
+    return 0
+
+
+def _advise(args: argparse.Namespace, out: TextIO) -> int:
+    from ..query.advise import DEFAULT_TARGETS, advise, plot_delays
+
+    options = dict(args.storage_option)
+    delays = args.delays or os.path.join(os.path.dirname(os.path.abspath(args.table)), "delays")
+    targets = tuple(args.target) if args.target else DEFAULT_TARGETS
+    for t in targets:
+        if not 0 < t <= 1:
+            raise CliError(f"--target must be a share in (0, 1], got {t}")
+    try:
+        advice = advise(delays, targets, results=args.results, pipeline=args.pipeline, storage_options=options)
+    except Exception as exc:  # a missing or unreadable table: name it
+        if type(exc).__name__ in ("TableNotFoundError", "FileNotFoundError"):
+            raise CliError(f"--stats {delays!r} is not a delay table ({exc}); write one with "
+                           "route(..., delays=eventtime.sinks.DeltaDelaySink(path))") from None
+        raise
+    late = None
+    if os.path.exists(os.path.join(args.table, "_delta_log")) or "://" in args.table:
+        import pyarrow.compute as pc
+
+        from ..query.late import open_late_table
+        from ..sinks import snapshot_dataset
+
+        table = snapshot_dataset(open_late_table(args.table, options)).to_table(columns=["kind"])
+        late = int(pc.sum(pc.equal(table.column("kind"), "late")).as_py() or 0)
+    if args.plot:
+        plot_delays(advice, args.plot)
+    if args.format == "json":
+        out.write(json.dumps({**advice.to_json(), "late_records_in_table": late, "delays_table": delays,
+                              "plot": args.plot}, default=str) + "\n")
+    else:
+        out.write(advice.describe() + "\n")
+        if late is not None:
+            out.write(f"  late records in {args.table}: {late}\n")
+        if args.plot:
+            out.write(f"wrote {args.plot}\n")
     return 0
 
 

@@ -7,6 +7,7 @@ Example:
 
 from eventtime.sinks.delta import (
     RECORD_SCHEMA,
+    DeltaDelaySink,
     DeltaLateSink,
     DeltaResultsSink,
     DeltaSinkError,
@@ -20,6 +21,7 @@ from eventtime.sinks.delta import (
 
 __all__ = [
     "RECORD_SCHEMA",
+    "DeltaDelaySink",
     "DeltaLateSink",
     "DeltaResultsSink",
     "DeltaSinkError",

@@ -469,3 +469,29 @@ class DeltaResultsSink(_DeltaSink):
 
     def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime) -> pa.Table:
         return _prepare_panes(table, self.pipeline, query_id, batch_id, now, self.key_columns)
+
+
+class DeltaDelaySink(_DeltaSink):
+    """The delay histograms (``route(..., delays=...)``): per batch, source partition and
+    delay bin, how many valid records arrived that far behind the running maximum event time;
+    ``eventtime late advise`` reads them (the bins: :mod:`eventtime.query.advise`).
+
+    Example:
+        >>> import pyarrow as pa, tempfile, os
+        >>> sink = DeltaDelaySink(os.path.join(tempfile.mkdtemp(), "delays"), pipeline="p")
+        >>> sink(pa.table({"partition": ["0"], "delay_bin": pa.array([0], pa.int32()),
+        ...                "records": [5]}), 0, "q").rows
+        1
+    """
+
+    _kind = "delays"
+
+    def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime) -> pa.Table:
+        n = table.num_rows
+        meta = {
+            "pipeline": pa.array([self.pipeline] * n, pa.string()),
+            "query_id": pa.array([query_id] * n, pa.string()),
+            "batch_id": pa.array([batch_id] * n, pa.int64()),
+            "written_at": pa.array([now] * n, pa.timestamp("us", tz="UTC")),
+        }
+        return pa.table({**meta, **{c: table.column(c) for c in table.column_names}})

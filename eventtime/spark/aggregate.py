@@ -49,6 +49,8 @@ OUTPUT_FIXED = [
     ("payload", "string"),
     ("stat_max_event_time", "bigint"),
     ("stat_rows", "bigint"),
+    # the partition's delays behind the running maximum, {"bin": count} (eventtime/query/advise.py)
+    ("stat_delays", "string"),
     ("merged_from", "array<struct<start:bigint,end:bigint>>"),
 ]
 # Session panes only: the bounds of the earlier panes of the key that a pane supersedes.
@@ -179,6 +181,7 @@ def engine_spec(
         "bounded": bounded,
         "watermark_property": WATERMARK_PROPERTY,
         "watermark": config.watermark.to_dict(),
+        "max_out_of_orderness_ms": config.max_out_of_orderness_ms,
         "buckets": NUM_BUCKETS,
         "record_type": record_type.json(),
         "output_type": T.StructType([*out_schema.fields, T.StructField(C_REC, record_type)]).json(),

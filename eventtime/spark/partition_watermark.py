@@ -87,6 +87,10 @@ class PartitionWatermarkDriver:
         self.watermark_ms = data.get("watermark_ms")
         return self.watermark_ms
 
+    def running_max_ms(self) -> Optional[int]:
+        """The largest valid event time of every partition so far (before this batch)."""
+        return max(self._clocks.max_ms.values()) if self._clocks is not None and self._clocks.max_ms else None
+
     def batch_time_ms(self, batch_id: int) -> int:
         """The batch's processing time: Spark's, from the offset log (the same when re-run)."""
         if self.processing_time_ms is not None:

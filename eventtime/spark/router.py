@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 
 from ..core._json import key_json, row_json
 from ..core.kinds import INVALID_RECORD, LATE_RECORD, PANE, PARTITION_STATS, RECORD_KINDS
+from ..core.trigger import END_OF_INPUT_MS
 from ..ops.faults import fault_point
 from ..ops.monitor import BatchStats, PartitionStats
 from .aggregate import _META, C_REC, MERGED_FROM, WATERMARK_PROPERTY, timestamp_ms
@@ -95,8 +96,9 @@ class Router:
         invalid: Optional[Callable] = None,
         alerter: Any = None,
         pipeline: str = "eventtime",
+        delays: Optional[Callable] = None,
     ) -> None:
-        for parameter, sink in (("panes", panes), ("late", late), ("invalid", invalid)):
+        for parameter, sink in (("panes", panes), ("late", late), ("invalid", invalid), ("delays", delays)):
             if sink is not None and not callable(sink):
                 raise TypeError(
                     f"route: {parameter} must be a sink, a callable (table, batch_id, query_id) such as "
@@ -136,6 +138,7 @@ class Router:
         self.agg_names: list[str] = self.meta["aggregations"]
         self.panes_sink, self.late_sink = panes, late
         self.invalid_sink = invalid if invalid is not None else late
+        self.delays_sink = delays
         self.alerter = alerter
         self.pipeline = pipeline
         self.metrics_name = f"eventtime_{pipeline}"
@@ -425,7 +428,7 @@ class Router:
             [None if rec is None else row_json(rec.items()) for rec in records.column(C_REC).to_pylist()], pa.string()
         ) if C_REC in records.column_names else records.column("payload")
         records = pa.table(columns)
-        stats = table.select(["partition", "stat_max_event_time", "stat_rows", "watermark"]).filter(
+        stats = table.select(["partition", "stat_max_event_time", "stat_rows", "stat_delays", "watermark"]).filter(
             pc.equal(kind, PARTITION_STATS)
         )
         return panes, records, stats
@@ -479,10 +482,35 @@ class Router:
                 watermark = int(json.loads(handle.readline())["batchWatermarkMs"])
         except (OSError, ValueError, KeyError):
             return
-        context.setLocalProperty(WATERMARK_PROPERTY, f"{query_id}:{batch_id}:{watermark}")
+        b = int(self.meta.get("config", {}).get("max_out_of_orderness_ms") or 0)
+        # W = max event time - B once W is above 0 (it never decreases, nor does the max)
+        self._publish(spark, batch_id, watermark, watermark + b if 0 < watermark < END_OF_INPUT_MS else None)
 
-    def _publish(self, spark, batch_id: int, watermark: int) -> None:
-        spark.sparkContext.setLocalProperty(WATERMARK_PROPERTY, f"{self.query_id()}:{batch_id}:{watermark}")
+    def _publish(self, spark, batch_id: int, watermark: int, running_max: Optional[int] = None) -> None:
+        """Tell the batch's tasks W (and the largest valid event time of the earlier batches, for
+        the delay histograms), tagged with the query and batch id, which tasks check."""
+        value = f"{self.query_id()}:{batch_id}:{watermark}:{'' if running_max is None else running_max}"
+        spark.sparkContext.setLocalProperty(WATERMARK_PROPERTY, value)
+
+    def _delay_table(self, stats_rows):
+        """One row per (source partition, delay bin) of the batch (eventtime/query/advise.py)."""
+        import pyarrow as pa
+
+        config = self.meta.get("config", {})
+        rows: dict = {}
+        for p, t, n, text in zip(*[stats_rows.column(c).to_pylist()
+                                   for c in ("partition", "stat_max_event_time", "stat_rows", "stat_delays")]):
+            for bin_, count in (json.loads(text) if text else {}).items():
+                key = (p, int(bin_))
+                rows[key] = rows.get(key, 0) + int(count)
+        parts = sorted(rows, key=lambda k: ("" if k[0] is None else str(k[0]), k[1]))
+        return pa.table({
+            "partition": pa.array([p for p, _ in parts], pa.string()),
+            "delay_bin": pa.array([b for _, b in parts], pa.int32()),
+            "records": pa.array([rows[k] for k in parts], pa.int64()),
+            "max_out_of_orderness_ms": pa.array([config.get("max_out_of_orderness_ms")] * len(parts), pa.int64()),
+            "allowed_lateness_ms": pa.array([config.get("allowed_lateness_ms")] * len(parts), pa.int64()),
+        })
 
     def _apply_partition_watermark(self, driver, batch_id: int, stats_rows, stats):
         """The batch's partitions' largest valid event times into the per-partition W."""
@@ -500,7 +528,7 @@ class Router:
         driver = self.partition_watermark
         if driver is not None:
             w = driver.before_batch(batch_id)
-            self._publish(df.sparkSession, batch_id, 0 if w is None else w)
+            self._publish(df.sparkSession, batch_id, 0 if w is None else w, driver.running_max_ms())
         elif self.out.isStreaming:
             self._publish_watermark(df.sparkSession, batch_id)
         table = df.toArrow()  # one execution of the batch; everything below is on the driver
@@ -528,6 +556,8 @@ class Router:
                 self.late_sink(records.filter(pc.equal(kind, LATE_RECORD)), batch_id, qid)
             if self.invalid_sink is not None:
                 self.invalid_sink(records.filter(pc.equal(kind, INVALID_RECORD)), batch_id, qid)
+        if self.delays_sink is not None:
+            self.delays_sink(self._delay_table(stats_rows), batch_id, qid)
         fault_point("after_write", batch_id)
         if self.alerter is not None:
             try:
@@ -543,6 +573,7 @@ def route(
     invalid: Optional[Callable] = None,
     alerter: Any = None,
     pipeline: str = "eventtime",
+    delays: Optional[Callable] = None,
 ) -> Router:
     """Split the output of :func:`window_aggregate` into sinks; ``.start(checkpoint=...)`` runs it.
 
@@ -550,5 +581,8 @@ def route(
     records (or only the late ones when ``invalid`` is given), ``alerter.on_batch(batch_id,
     records, stats)`` the records and a ``BatchStats``. Per-batch counts and the watermark
     are also in ``StreamingQueryProgress.observedMetrics["eventtime_<pipeline>"]``.
+    ``delays(...)`` (e.g. :class:`eventtime.sinks.DeltaDelaySink`) gets, per batch and source
+    partition, a histogram of how far behind the running maximum the valid records arrived:
+    what ``eventtime late advise`` reads.
     """
-    return Router(out, panes=panes, late=late, invalid=invalid, alerter=alerter, pipeline=pipeline)
+    return Router(out, panes=panes, late=late, invalid=invalid, alerter=alerter, pipeline=pipeline, delays=delays)

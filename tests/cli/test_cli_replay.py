@@ -122,3 +122,23 @@ def test_replay_of_calendar_days(capsys):
     out = json.loads(capsys.readouterr().out)
     lengths = sorted({(p["window_end"] - p["window_start"]) // 3_600_000 for b in out["batches"] for p in b["panes"]})
     assert lengths == [23, 24, 25]
+
+
+def test_replay_with_per_partition_watermarks(capsys, tmp_path):
+    """Partition 1 lags 30 s: its record stays on time; once it is silent for the idle
+    timeout, W follows partition 0 alone. With the global watermark the same record is late."""
+    import json
+
+    path = ROOT / "examples" / "scenarios" / "per_partition.json"
+    assert main(["replay", str(path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [b["watermark_ms"] for b in out["batches"]] == [4_000, 7_000, 7_000, 7_000, 46_000]
+    assert not any(b["late"] for b in out["batches"])
+    # batch 4 (at now + 4 s) finds partition 1 silent for 3 s (its last batch was batch 1):
+    # idle, and W follows partition 0 alone
+    assert sorted((p["key"], p["count"]) for p in out["batches"][4]["panes"]) == [("a", 2), ("b", 2)]
+    scenario = json.loads(path.read_text())
+    (tmp_path / "global.json").write_text(json.dumps({**scenario, "watermark": {"mode": "global"}}))
+    assert main(["replay", str(tmp_path / "global.json")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["value"] for b in out["batches"] for r in b["late"]] == [3]

@@ -45,6 +45,7 @@ def operator_output(kinds: list[str]) -> pa.Table:
         "partition": pa.array(["0"] * n, pa.string()), "offset": pa.array([0] * n, pa.int64()),
         "payload": pa.array(["{}"] * n, pa.string()),
         "stat_max_event_time": pa.array([None] * n, pa.int64()), "stat_rows": pa.array([None] * n, pa.int64()),
+        "stat_delays": pa.array([None] * n, pa.string()),
     })
     return pa.table(columns)
 

@@ -30,3 +30,27 @@ def test_demo_with_per_partition_watermarks_saves_the_lagging_partitions_records
     # the Spark run's late records are the model's, partition by partition
     assert (late, here) == (sum(model.values()), model.get(3, 0))
     assert global_here > here and saved == global_here - here > 0 and global_late > late
+
+
+def test_the_demo_records_delays_of_every_valid_record_after_its_first_batch_and_advises(spark, tmp_path, capsys):
+    import json
+    import os
+
+    from eventtime.cli.demo import _config
+    from eventtime.core.reference import Record, ReferenceEngine
+    from eventtime.query.advise import advise
+
+    out = io.StringIO()
+    assert run_demo(str(tmp_path), rows=3000, batches=6, out=out, bounded_jobs=False).holds
+    text = out.getvalue() + capsys.readouterr().out  # the late-table reports print to stdout
+    assert "delays of" in text and "99.90% on time: B = 10000 ms" in text and (tmp_path / "delays.png").exists()
+    engine = ReferenceEngine(_config(DemoStream(rows=3000, batches=6)), unit="ms")
+    expected = 0
+    for i, name in enumerate(sorted(f for f in os.listdir(tmp_path / "input") if f.endswith(".json"))):
+        rows = [json.loads(line) for line in open(tmp_path / "input" / name)]
+        result = engine.process_batch([Record(r["user_id"], r["ts"], r, r["heartbeat"], r["partition"]) for r in rows])
+        if i > 0:  # the first batch has no running maximum to be behind
+            expected += sum(1 for r in rows if not r["heartbeat"]) - sum(1 for r in result.invalid if not r.record.heartbeat)
+    advice = advise(str(tmp_path / "delays"))
+    assert advice.records == expected > 0
+    assert (advice.current_b_ms, advice.current_l_ms) == (10_000, 180_000)

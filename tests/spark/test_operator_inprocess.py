@@ -19,7 +19,7 @@ from transcripts import lists_merged_from, load_transcript, transcript_paths
 
 from eventtime import ReferenceEngine, count, first, last, max, mean, min, sum
 from eventtime.core.scenario import diff_outputs, parse_scenario, render_batch, run_reference
-from property_tests.strategies import every_kind_scenarios, flushed, partition_scenarios
+from property_tests.strategies import every_kind_scenarios, flushed, partition_scenarios, scenarios
 
 pytestmark = pytest.mark.spark
 SETTINGS = settings(max_examples=250, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -216,3 +216,43 @@ def test_session_timers_read_only_the_keys_that_are_due_not_every_key(spark):
     assert all(n <= 2 for n in reads[2:-1]), reads  # the hot key, read once for its rows (its due entry is skipped)
     assert reads[-1] == 2001  # the drain: every session expires
     assert runner.state_entries() == 0
+
+
+def test_jvm_delay_bins_are_the_advisors(spark):
+    from eventtime.query.advise import delay_bin
+
+    values = [-5, 0, 1, 7, 8, 9, 15, 16, 17, 1000, 1023, 1024, 59_999, 60_000, 2**40 + 12345, 2**62]
+    assert [spark._jvm.eventtime.jvm.Spec.delayBin(v) for v in values] == [delay_bin(v) for v in values]
+
+
+@settings(max_examples=60, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scenarios())
+def test_delay_histograms_count_each_valid_record_behind_the_running_maximum(spark, scenario):
+    """Per batch and partition: every valid data record once, in the bin of (largest valid event
+    time of the earlier batches - its time); none before there is a running maximum."""
+    import json
+    from collections import Counter
+
+    from eventtime.core.timestamps import extract
+    from eventtime.query.advise import delay_bin
+
+    parsed = parse_scenario(scenario)
+    cfg = parsed.config
+    runner = JvmReplay(parsed, spark)
+    running_max = None
+    for batch in parsed.batches:
+        runner.run_batch(batch)
+        got = {row["partition"]: {int(b): n for b, n in json.loads(row["stat_delays"]).items()}
+               for row in runner.last_stats if row["stat_delays"] is not None}
+        expected: dict = {}
+        classified = [(rec, *extract(rec.ts, parsed.now_ms, cfg.min_valid_ms, cfg.max_future_ms)) for rec in batch]
+        valid = [(rec, ts) for rec, ts, reason in classified if reason is None]
+        if running_max is not None and running_max - cfg.max_out_of_orderness_ms > 0:
+            for rec, ts in valid:
+                if not rec.heartbeat:
+                    part = None if rec.partition is None else str(rec.partition)
+                    expected.setdefault(part, Counter())[delay_bin(running_max - ts)] += 1
+        assert got == {p: dict(c) for p, c in expected.items()}
+        if valid:
+            # (this module imports eventtime's max aggregation)
+            running_max = sorted([ts for _, ts in valid] + ([] if running_max is None else [running_max]))[-1]

@@ -39,7 +39,7 @@ final class Layout {
   final int cls, ms, part, off, reason, raw, n, tmax, rec, p0, width;
   // output
   final int oWs, oWe, oTiming, oIndex, oFinal, oAgg0, oReason, oEventTime, oRaw, oWatermark, oLateness, oPart, oOff,
-      oPayload, oStatMax, oStatRows, oMerged, oRec, oWidth;
+      oPayload, oStatMax, oStatRows, oStatDelays, oMerged, oRec, oWidth;
 
   Layout(Spec spec) {
     nk = spec.keyFields.length;
@@ -72,9 +72,10 @@ final class Layout {
     oPayload = oReason + 7;
     oStatMax = oReason + 8;
     oStatRows = oReason + 9;
-    oMerged = oReason + 10;
-    oRec = oReason + 11;
-    oWidth = oReason + 12;
+    oStatDelays = oReason + 10;
+    oMerged = oReason + 11;
+    oRec = oReason + 12;
+    oWidth = oReason + 13;
   }
 
   static StructType operatorSchema(Spec spec) {

@@ -6,6 +6,7 @@ import java.util.HashMap;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.NoSuchElementException;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
@@ -51,8 +52,21 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
     String batch = tc.getLocalProperty("streaming.sql.batchId");
     if (value == null || query == null || batch == null) return null;
     String[] parts = value.split(":");
-    if (parts.length != 3 || !parts[0].equals(query) || !parts[1].equals(batch)) return null;
+    if (parts.length < 3 || !parts[0].equals(query) || !parts[1].equals(batch)) return null;
     return Long.parseLong(parts[2]);
+  }
+
+  /** The largest valid event time of the earlier batches, when the driver published it (else null). */
+  static Long batchRunningMax(Spec spec) {
+    TaskContext tc = TaskContext.get();
+    if (spec.bounded || tc == null) return null;
+    String value = tc.getLocalProperty(spec.watermarkProperty);
+    String query = tc.getLocalProperty("sql.streaming.queryId");
+    String batch = tc.getLocalProperty("streaming.sql.batchId");
+    if (value == null || query == null || batch == null) return null;
+    String[] parts = value.split(":");
+    if (parts.length != 4 || !parts[0].equals(query) || !parts[1].equals(batch) || parts[3].isEmpty()) return null;
+    return Long.parseLong(parts[3]);
   }
 
   static final class GroupKey {
@@ -88,8 +102,14 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
   public Iterator<Row> call(Iterator<Row> input) {
     final Layout lay = new Layout(spec);
     final Long watermark = knownWatermark != null ? knownWatermark : batchWatermark(spec);
+    // in-process runs (global watermark): the running maximum is W + B once W moved
+    final Long runningMax = knownWatermark != null
+        ? (!spec.publishedWatermark && knownWatermark > 0 ? knownWatermark + spec.maxOutOfOrdernessMs : null)
+        : batchRunningMax(spec);
     final Map<String, long[]> stats = new LinkedHashMap<>();
     final long[] nullPartition = new long[] {0, Long.MIN_VALUE};
+    // per partition, the delays of its valid records behind the running maximum (Spec.delayBin)
+    final Map<String, TreeMap<Integer, long[]>> delays = new HashMap<>();
     final Map<GroupKey, Object[]> partials = new HashMap<>();
     final int nk = lay.nk, na = lay.na;
 
@@ -112,6 +132,10 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
         long ms = r.isNullAt(Layout.IN_MS) ? 0 : r.getLong(Layout.IN_MS);
         if (cls != Layout.INVALID && ms > st[1]) st[1] = ms;
         if (cls == Layout.HEARTBEAT) return null;
+        if (cls == Layout.DATA && runningMax != null) {
+          delays.computeIfAbsent(partition, p -> new TreeMap<>())
+              .computeIfAbsent(Spec.delayBin(runningMax - ms), b -> new long[1])[0]++;
+        }
         Row rec = r.isNullAt(Layout.IN_REC) ? null : r.getStruct(Layout.IN_REC);
         Object[] keys = new Object[nk];
         for (int i = 0; i < nk; i++) keys[i] = r.get(Layout.IN_K0 + i);
@@ -187,6 +211,15 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
         o[lay.part] = partition;
         o[lay.n] = st[0];
         o[lay.tmax] = st[1] == Long.MIN_VALUE ? null : st[1];
+        TreeMap<Integer, long[]> hist = delays.get(partition);
+        if (hist != null) {  // {"bin": count, ...} in the pass-through row's binary column
+          StringBuilder text = new StringBuilder("{");
+          for (Map.Entry<Integer, long[]> e : hist.entrySet()) {
+            if (text.length() > 1) text.append(',');
+            text.append('"').append(e.getKey()).append("\":").append(e.getValue()[0]);
+          }
+          o[lay.p0] = text.append('}').toString().getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        }
         return RowFactory.create(o);
       }
 

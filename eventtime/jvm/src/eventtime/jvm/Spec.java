@@ -67,6 +67,8 @@ public final class Spec implements Serializable {
    * has no timers, and is woken by tick rows sent to every bucket.
    */
   public final boolean publishedWatermark;
+  /** B, the max out-of-orderness (the lateness advisor's delays, {@link #delayBin}). */
+  public final long maxOutOfOrdernessMs;
 
   public Spec(String json) {
     try {
@@ -104,6 +106,7 @@ public final class Spec implements Serializable {
       bounded = n.get("bounded").asBoolean();
       watermarkProperty = n.get("watermark_property").asText();
       buckets = n.get("buckets").asInt();
+      maxOutOfOrdernessMs = n.has("max_out_of_orderness_ms") ? n.get("max_out_of_orderness_ms").asLong() : 0;
       JsonNode wm = n.get("watermark");
       publishedWatermark = !bounded && wm != null && "per_partition".equals(wm.get("mode").asText());
       recordType = (StructType) DataType.fromJson(n.get("record_type").asText());
@@ -134,6 +137,18 @@ public final class Spec implements Serializable {
     } catch (java.io.IOException e) {
       throw new IllegalArgumentException("eventtime: cannot read the engine spec: " + e.getMessage(), e);
     }
+  }
+
+  /**
+   * The histogram bin of a delay (how far behind the running maximum a record arrived, ms):
+   * 0 for none, the delay itself below 8, then 8 bins per power of two (at most 1/8 wide);
+   * eventtime/query/advise.py decodes the bounds.
+   */
+  public static int delayBin(long delay) {
+    if (delay <= 0) return 0;
+    if (delay < 8) return (int) delay;
+    int e = 63 - Long.numberOfLeadingZeros(delay);
+    return 8 * (e - 2) + (int) ((delay >>> (e - 3)) & 7);
   }
 
   /** The bucket of a user key: a hash that is the same in every JVM (no identity hashes). */

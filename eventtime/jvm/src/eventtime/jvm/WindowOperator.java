@@ -272,6 +272,8 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     o[lay.oPart] = r.get(lay.part);
     o[lay.oStatMax] = r.get(lay.tmax);
     o[lay.oStatRows] = r.get(lay.n);
+    byte[] delays = (byte[]) r.get(lay.p0);
+    o[lay.oStatDelays] = delays == null ? null : new String(delays, java.nio.charset.StandardCharsets.UTF_8);
     o[lay.oWatermark] = watermark;
     return RowFactory.create(o);
   }

@@ -6,7 +6,6 @@ import java.util.HashMap;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.Map;
-import java.util.TreeMap;
 import java.util.NoSuchElementException;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
@@ -107,9 +106,10 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
         ? (!spec.publishedWatermark && knownWatermark > 0 ? knownWatermark + spec.maxOutOfOrdernessMs : null)
         : batchRunningMax(spec);
     final Map<String, long[]> stats = new LinkedHashMap<>();
-    final long[] nullPartition = new long[] {0, Long.MIN_VALUE};
-    // per partition, the delays of its valid records behind the running maximum (Spec.delayBin)
-    final Map<String, TreeMap<Integer, long[]>> delays = new HashMap<>();
+    // per partition: rows, max valid event time, then (when there is a running maximum) the
+    // delays of its valid records behind it, counted per Spec.delayBin
+    final int width = runningMax == null ? 2 : 2 + Spec.DELAY_BINS;
+    final long[] nullPartition = newStats(width);
     final Map<GroupKey, Object[]> partials = new HashMap<>();
     final int nk = lay.nk, na = lay.na;
 
@@ -127,14 +127,13 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
           return null;
         }
         String partition = r.isNullAt(Layout.IN_PART) ? null : r.getString(Layout.IN_PART);
-        long[] st = partition == null ? nullPartition : stats.computeIfAbsent(partition, p -> new long[] {0, Long.MIN_VALUE});
+        long[] st = partition == null ? nullPartition : stats.computeIfAbsent(partition, p -> newStats(width));
         st[0]++;
         long ms = r.isNullAt(Layout.IN_MS) ? 0 : r.getLong(Layout.IN_MS);
         if (cls != Layout.INVALID && ms > st[1]) st[1] = ms;
         if (cls == Layout.HEARTBEAT) return null;
         if (cls == Layout.DATA && runningMax != null) {
-          delays.computeIfAbsent(partition, p -> new TreeMap<>())
-              .computeIfAbsent(Spec.delayBin(runningMax - ms), b -> new long[1])[0]++;
+          st[2 + Spec.delayBin(runningMax - ms)]++;
         }
         Row rec = r.isNullAt(Layout.IN_REC) ? null : r.getStruct(Layout.IN_REC);
         Object[] keys = new Object[nk];
@@ -211,14 +210,14 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
         o[lay.part] = partition;
         o[lay.n] = st[0];
         o[lay.tmax] = st[1] == Long.MIN_VALUE ? null : st[1];
-        TreeMap<Integer, long[]> hist = delays.get(partition);
-        if (hist != null) {  // {"bin": count, ...} in the pass-through row's binary column
+        if (st.length > 2) {  // {"bin": count, ...} in the pass-through row's binary column
           StringBuilder text = new StringBuilder("{");
-          for (Map.Entry<Integer, long[]> e : hist.entrySet()) {
+          for (int b = 0; b < Spec.DELAY_BINS; b++) {
+            if (st[2 + b] == 0) continue;
             if (text.length() > 1) text.append(',');
-            text.append('"').append(e.getKey()).append("\":").append(e.getValue()[0]);
+            text.append('"').append(b).append("\":").append(st[2 + b]);
           }
-          o[lay.p0] = text.append('}').toString().getBytes(java.nio.charset.StandardCharsets.UTF_8);
+          if (text.length() > 1) o[lay.p0] = text.append('}').toString().getBytes(java.nio.charset.StandardCharsets.UTF_8);
         }
         return RowFactory.create(o);
       }
@@ -250,6 +249,12 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
         return tail.next();
       }
     };
+  }
+
+  private static long[] newStats(int width) {
+    long[] st = new long[width];
+    st[1] = Long.MIN_VALUE;
+    return st;
   }
 
   /** The accumulators of a partial row (class PARTIAL) of the operator input. */

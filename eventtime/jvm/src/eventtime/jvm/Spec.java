@@ -144,6 +144,8 @@ public final class Spec implements Serializable {
    * 0 for none, the delay itself below 8, then 8 bins per power of two (at most 1/8 wide);
    * eventtime/query/advise.py decodes the bounds.
    */
+  public static final int DELAY_BINS = 8 * 61;  // delayBin of Long.MAX_VALUE is the last
+
   public static int delayBin(long delay) {
     if (delay <= 0) return 0;
     if (delay < 8) return (int) delay;

@@ -3,8 +3,9 @@
 A killed run is ``python -m eventtime demo`` in its own process group (the Spark JVM
 included), on a small deterministic stream, killed either by the test (SIGKILL to the group
 at a seeded random moment after a seeded random batch started) or by the process itself at
-one of the fault points of :mod:`eventtime.ops.faults`. The same command then resumes from the
-checkpoint. The runs that need no process of their own (the uninterrupted baseline, every
+one of the fault points of :mod:`eventtime.ops.faults` (the fault points in turn on one stream,
+each kill a new process that resumes the previous one's state). The same command then resumes
+from the checkpoint. The runs that need no process of their own (the uninterrupted baseline, every
 resume, the refused starts) run in one warm worker process (``demo_worker.py``): the same
 command on its own directory, without paying a JVM start each. The results and late-data
 tables must equal the uninterrupted run's, row for row (pane indexes included), apart from
@@ -300,16 +301,50 @@ def killed_after_commit(baseline, tmp_path_factory):
     return restore
 
 
-@pytest.mark.parametrize("point", ["before_write", "between_writes", "after_write", "after_commit"])
-def test_kill_at_a_fault_point_then_restart_equals_uninterrupted_run(baseline, warm, killed_after_commit, tmp_path,
-                                                                     point):
+FAULT_CHAIN = ("before_write", "between_writes", "after_write")
+
+
+def _tables_so_far(out: Path) -> dict:
+    """Both tables as they are (a table not written yet is empty)."""
+    return {name: read_table(out / name) if (out / name / "_delta_log").exists() else [] for name in ("results", "late")}
+
+
+@pytest.fixture(scope="module")
+def fault_chain(baseline, tmp_path_factory):
+    """One stream killed at each fault point in turn, each kill a new process that resumes the
+    previous one's state: at ``before_write`` in batch 1, ``between_writes`` in batch 2, then
+    ``after_write`` in batch 3. Per point: (exit code, what it printed, the tables it left)."""
     base_dir, _ = baseline
-    if point == "after_commit":
-        out = killed_after_commit()
-    else:
-        out = _input_only_copy(base_dir, tmp_path / point)
-        code, text = run_demo(out, env=_env(**{FAULT_ENV: f"kill:{point}:2"}))
-        assert code == -signal.SIGKILL, f"the fault point {point} was not reached:\n{text[-2000:]}"
+    out = _input_only_copy(base_dir, tmp_path_factory.mktemp("chain") / "run")
+    steps = {}
+    for batch, point in enumerate(FAULT_CHAIN, start=1):
+        code, text = run_demo(out, env=_env(**{FAULT_ENV: f"kill:{point}:{batch}"}))
+        steps[point] = (code, text, _tables_so_far(out))
+    return out, steps
+
+
+@pytest.mark.parametrize("point", FAULT_CHAIN)
+def test_a_kill_at_a_fault_point_leaves_only_rows_of_the_uninterrupted_run(baseline, fault_chain, point):
+    # The kill is inside foreachBatch, after the offset log named the batch: the restart runs
+    # the same batch again, so every row written so far is a row of the uninterrupted run.
+    code, text, written = fault_chain[1][point]
+    assert code == -signal.SIGKILL, f"the fault point {point} was not reached:\n{text[-2000:]}"
+    for name in ("results", "late"):
+        assert len(written[name]) == len(set(written[name])), f"{name}: a row written twice before the kill at {point}"
+        extra = set(written[name]) - set(baseline[1][name])
+        assert not extra, f"{name}: {len(extra)} row(s) not in the uninterrupted run after the kill at {point}"
+
+
+def test_a_stream_killed_at_every_fault_point_in_turn_resumes_equal_to_the_uninterrupted_run(baseline, warm,
+                                                                                              fault_chain):
+    out, steps = fault_chain
+    assert all(code == -signal.SIGKILL for code, _, _ in steps.values())
+    assert (out / "checkpoint" / "metadata").exists()
+    assert_resumes_equal(warm, out, baseline)
+
+
+def test_kill_right_after_the_commit_then_restart_equals_uninterrupted_run(baseline, warm, killed_after_commit):
+    out = killed_after_commit()
     assert (out / "checkpoint" / "metadata").exists()
     assert_resumes_equal(warm, out, baseline)
 

@@ -31,3 +31,15 @@ def spark():
     session = local_session(master="local[2]", app_name="eventtime-tests", shuffle_partitions=2)
     yield session
     session.stop()
+
+
+# The two longest files first (xdist hands out whole files in collection order): the crash /
+# restart file alone takes about a third of the run, and started last it would be its tail.
+LONGEST_FIRST = ("tests/spark/test_crash_restart.py", "tests/spark/test_spark_engine.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item) -> int:
+        return next((i for i, path in enumerate(LONGEST_FIRST) if item.nodeid.startswith(path)), len(LONGEST_FIRST))
+
+    items.sort(key=rank)  # stable: the order inside each group is kept

@@ -47,6 +47,17 @@ def test_typed_keys_of_session_windows_equal_reference(spark, sc):
     assert difference is None, difference
 
 
+@settings(max_examples=3, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(typed_scenarios(max_batches=3, max_records=6))
+def test_typed_rows_with_per_partition_watermarks_equal_reference(spark, sc):
+    """Per-partition watermarks over typed rows: INT partitions up to 2^31 - 1 and null (Spark's
+    text of them keys the driver's table), with an idle timeout of one batch interval."""
+    sc = {**sc, "watermark": {"mode": "per_partition", "idle_timeout_ms": 1000}}
+    difference = diff_typed(run_reference_typed(sc), run_spark_typed(sc, spark))
+    assert difference is None, difference
+
+
 def _bigint_scenario():
     """Keys 2**53 and 2**53 + 1 beside a null key, an INT
     partition with a null, a BIGINT payload above 2**53 in a late record."""

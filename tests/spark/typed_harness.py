@@ -26,6 +26,7 @@ import eventtime
 from eventtime import EngineConfig, Record, ReferenceEngine
 from eventtime.spark.aggregate import timestamp_ms
 from eventtime.spark.replay import _watermark_ms, wait_for_file
+from eventtime.core.watermark import WatermarkPolicy
 from property_tests.strategies import MAX_FUTURE_MS, NOW_MS, TYPED_COLUMNS
 
 AGGREGATIONS = (
@@ -77,6 +78,7 @@ def config_of(sc: dict) -> EngineConfig:
         emit=sc["emit"],
         min_valid_ms=1,
         max_future_ms=MAX_FUTURE_MS,
+        watermark=WatermarkPolicy(**sc.get("watermark", {})),
     )
 
 
@@ -113,9 +115,10 @@ def run_reference_typed(sc: dict, end_of_input: bool = False) -> list[dict]:
     engine = ReferenceEngine(config_of(sc))
     out = []
     results = []
-    for batch in sc["batches"]:
+    for i, batch in enumerate(sc["batches"]):
         records = [Record(tuple(r[k] for k in keys), r["ts"], dict(r), heartbeat=r["hb"], partition=r["part"]) for r in batch]
-        results.append(engine.process_batch(records, now_ms=NOW_MS))
+        # batch i is processed at NOW_MS + i s (idleness with per-partition watermarks)
+        results.append(engine.process_batch(records, now_ms=NOW_MS, processing_time_ms=NOW_MS + 1000 * i))
     if end_of_input:
         results.append(engine.end_of_input())
     for res in results:
@@ -158,6 +161,7 @@ class SparkTypedRunner:
                 keys=list(self.keys), window=cfg.window, allowed_lateness=cfg.allowed_lateness_ms,
                 aggregations=AGGREGATIONS, accumulation=cfg.accumulation, emit=cfg.emit,
                 partition_col="part", offset_col="off", heartbeat_col="hb",
+                watermark=cfg.watermark.mode, idle_timeout=cfg.watermark.idle_timeout_ms,
             )
         )
         self._panes: list = []
@@ -173,11 +177,17 @@ class SparkTypedRunner:
         table = pa.Table.from_pylist(rows, schema=ARROW_SCHEMA) if rows else ARROW_SCHEMA.empty_table()
         tmp = os.path.join(self.dir, f"batch-{i:05d}.parquet")
         pq.write_table(table, tmp)
+        driver = self.router.partition_watermark
+        if driver is not None:
+            driver.processing_time_ms = NOW_MS + 1000 * i
         os.rename(tmp, os.path.join(self.src, f"batch-{i:05d}.parquet"))
         wait_for_file(self.query, i)
         panes, self._panes = self._panes, []
         records, self._records = self._records, []
-        watermark = _watermark_ms(self.query.lastProgress) if self.router.event_time_seen else None
+        if driver is not None:
+            watermark = driver.watermark_ms
+        else:
+            watermark = _watermark_ms(self.query.lastProgress) if self.router.event_time_seen else None
         return {"watermark_ms": watermark, "panes": render_panes(panes, self.keys), "records": render_records(records, self.keys)}
 
     def close(self) -> None:

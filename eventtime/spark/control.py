@@ -44,10 +44,14 @@ def control_stream(spark):
     return df, path
 
 
-def raise_end_of_input(path: str) -> None:
-    """Make the control stream deliver one more end-of-input row."""
-    value = _signal(path) + 1
+def write_signal(path: str, value: int) -> None:
+    """Set a control stream's signal count (atomically: the source never reads half a file)."""
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as handle:
         handle.write(str(value))
     os.replace(tmp, path)
+
+
+def raise_end_of_input(path: str) -> None:
+    """Make the control stream deliver one more end-of-input row."""
+    write_signal(path, _signal(path) + 1)

@@ -20,7 +20,7 @@ import os
 from typing import Any, Mapping, Optional
 
 from ..core.watermark import PartitionClocks, WatermarkPolicy, WatermarkStep
-from .control import _signal
+from .control import _signal, write_signal
 
 __all__ = ["PartitionWatermarkDriver"]
 
@@ -49,7 +49,7 @@ class PartitionWatermarkDriver:
         # the signal file starts from it.
         self._ticks = self._read_ticks()
         if tick_signal and self._ticks > _signal(tick_signal):
-            _write(tick_signal, self._ticks)
+            write_signal(tick_signal, self._ticks)
 
     def _read_ticks(self) -> int:
         try:
@@ -61,8 +61,8 @@ class PartitionWatermarkDriver:
     def _tick(self) -> None:
         self._ticks += 1
         os.makedirs(self.dir, exist_ok=True)
-        _write(os.path.join(self.dir, "ticks"), self._ticks)
-        _write(self.tick_signal, self._ticks)
+        write_signal(os.path.join(self.dir, "ticks"), self._ticks)
+        write_signal(self.tick_signal, self._ticks)
 
     def _path(self, batch_id: int) -> str:
         return os.path.join(self.dir, str(batch_id))
@@ -116,9 +116,3 @@ class PartitionWatermarkDriver:
             self._tick()
         return step
 
-
-def _write(path: str, value: Any) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(str(value))
-    os.replace(tmp, path)

@@ -35,25 +35,22 @@ def test_typed_columns_equal_reference(spark, sc):
     assert difference is None, difference
 
 
+# Session state and its due index keep typed, nullable keys (decimals, dates, timestamps,
+# booleans, big integers) exactly: the due index stores the keys it lists and finds their state
+# again by them. Per-partition watermarks key the driver's table by Spark's text of typed
+# partitions (INT up to 2^31 - 1, null), here with an idle timeout of one batch interval.
+VARIANTS = {
+    "session_windows": {"window": {"type": "session", "gap_ms": 1000}},
+    "per_partition_watermarks": {"watermark": {"mode": "per_partition", "idle_timeout_ms": 1000}},
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
 @settings(max_examples=3, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
           phases=[Phase.explicit, Phase.reuse, Phase.generate])
 @given(typed_scenarios(max_batches=3, max_records=6))
-def test_typed_keys_of_session_windows_equal_reference(spark, sc):
-    """Session state and its due index keep typed, nullable keys (decimals, dates, timestamps,
-    booleans, big integers) exactly: the due index stores the keys it lists and finds their state
-    again by them."""
-    sc = {**sc, "window": {"type": "session", "gap_ms": 1000}}
-    difference = diff_typed(run_reference_typed(sc), run_spark_typed(sc, spark))
-    assert difference is None, difference
-
-
-@settings(max_examples=3, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
-          phases=[Phase.explicit, Phase.reuse, Phase.generate])
-@given(typed_scenarios(max_batches=3, max_records=6))
-def test_typed_rows_with_per_partition_watermarks_equal_reference(spark, sc):
-    """Per-partition watermarks over typed rows: INT partitions up to 2^31 - 1 and null (Spark's
-    text of them keys the driver's table), with an idle timeout of one batch interval."""
-    sc = {**sc, "watermark": {"mode": "per_partition", "idle_timeout_ms": 1000}}
+def test_typed_rows_of_each_variant_equal_reference(spark, variant, sc):
+    sc = {**sc, **VARIANTS[variant]}
     difference = diff_typed(run_reference_typed(sc), run_spark_typed(sc, spark))
     assert difference is None, difference
 

@@ -8,7 +8,9 @@ process group, the Spark JVM included, when it leads one) the first time it reac
 * ``before_write``: the operator ran, no sink has written the batch;
 * ``between_writes``: the results table has the batch, the late-data table has not;
 * ``after_write``: both Delta commits are done, Spark has not committed the batch;
-* ``after_commit``: Spark committed the batch (checked when the next batch starts).
+* ``after_commit``: Spark committed the batch (checked when the next batch starts);
+* ``after_db_commit``: a :class:`eventtime.sinks.BatchSink` (e.g. PostgreSQL) committed the
+  batch's transaction, Spark has not committed the batch.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import signal
 __all__ = ["FAULT_ENV", "POINTS", "fault_point"]
 
 FAULT_ENV = "EVENTTIME_FAULT"
-POINTS = ("before_write", "between_writes", "after_write", "after_commit")
+POINTS = ("before_write", "between_writes", "after_write", "after_commit", "after_db_commit")
 log = logging.getLogger("eventtime.faults")  # the name it had before the package had folders
 
 

@@ -1,10 +1,12 @@
-"""Sinks for the router's outputs: Delta tables for late/invalid records and panes.
+"""Sinks for the router's outputs: Delta tables for late/invalid records and panes, PostgreSQL
+for panes (:class:`PostgresSink`, on the generic exactly-once :class:`BatchSink`).
 
 Example:
     >>> from eventtime.sinks import DeltaLateSink, DeltaResultsSink
     >>> late_sink = DeltaLateSink("/tmp/eventtime-doc/late", pipeline="clicks")  # doctest: +SKIP
 """
 
+from eventtime.sinks.batch import BatchSink, BatchSinkError, BatchWriteResult, RejectedRow
 from eventtime.sinks.delta import (
     RECORD_SCHEMA,
     DeltaDelaySink,
@@ -18,8 +20,14 @@ from eventtime.sinks.delta import (
     spark_has_delta,
     write_via_spark,
 )
+from eventtime.sinks.postgres import PostgresSink
 
 __all__ = [
+    "BatchSink",
+    "BatchSinkError",
+    "BatchWriteResult",
+    "PostgresSink",
+    "RejectedRow",
     "RECORD_SCHEMA",
     "DeltaDelaySink",
     "DeltaLateSink",

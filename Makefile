@@ -10,6 +10,7 @@ BENCH_ARGS ?= --rows 500000
 
 $(VENV)/.installed: pyproject.toml $(wildcard eventtime/jvm/src/eventtime/jvm/*.java)
 	bash scripts/ensure-java.sh
+	bash scripts/ensure-postgres.sh
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[test]"

@@ -47,6 +47,8 @@ _LAZY = {
     "PartitionMonitor": "eventtime.ops.monitor",
     "read_late": "eventtime.query.late",
     "latest_panes": "eventtime.sinks",
+    "enrich_async": "eventtime.enrich.spark",
+    "EnrichConfig": "eventtime.enrich.config",
 }
 
 __all__ = [

@@ -19,6 +19,7 @@ __all__ = [
     "BEFORE_MIN_VALID",
     "TOO_FAR_IN_FUTURE",
     "MALFORMED_RECORD",
+    "ENRICHMENT_FAILED",
     "TOO_LATE",
     "INVALID_REASONS",
     "UNITS",
@@ -37,8 +38,13 @@ TOO_FAR_IN_FUTURE = "too_far_in_future"
 # The source could not parse the row (Spark's PERMISSIVE JSON/CSV reader put it in the
 # corrupt-record column): set by the Spark engine only; a timestamp value never has it.
 MALFORMED_RECORD = "malformed_record"
+# The record's async enrichment failed and the step said on_failure="invalid"
+# (eventtime.enrich_async, applied before with_event_time): set by the Spark engine only,
+# after malformed_record and before any timestamp check.
+ENRICHMENT_FAILED = "enrichment_failed"
 TOO_LATE = "too_late"
-INVALID_REASONS = (NULL_TIMESTAMP, UNPARSEABLE_TIMESTAMP, BEFORE_MIN_VALID, TOO_FAR_IN_FUTURE, MALFORMED_RECORD)
+INVALID_REASONS = (NULL_TIMESTAMP, UNPARSEABLE_TIMESTAMP, BEFORE_MIN_VALID, TOO_FAR_IN_FUTURE, MALFORMED_RECORD,
+                   ENRICHMENT_FAILED)
 
 DEFAULT_MIN_VALID_MS = to_instant_ms("2000-01-01T00:00:00Z", "min_valid")
 DEFAULT_MAX_FUTURE_MS = 86_400_000

@@ -18,7 +18,10 @@ is non-null is invalid with reason ``malformed_record``, whatever its timestamp:
 could not parse the line, or a field had the wrong type (it is then null in the row), so
 the row is quarantined whole rather than aggregated with a null. The raw line stays in the
 corrupt-record column, hence in the record's ``payload``; ``__et_raw`` stays the event-time
-column's text (null when the reader could not get that far).
+column's text (null when the reader could not get that far). A row whose async enrichment
+failed under ``on_failure="invalid"`` (``eventtime.enrich_async``: the non-null marker column
+``__et_enrich_failed``, dropped here) is invalid with reason ``enrichment_failed``, second
+after ``malformed_record``.
 
 The transform adds internal columns (all prefixed ``__et_``):
 
@@ -52,6 +55,7 @@ from ..core.timestamps import (
     BEFORE_MIN_VALID,
     DEFAULT_MAX_FUTURE_MS,
     DEFAULT_MIN_VALID_MS,
+    ENRICHMENT_FAILED,
     MALFORMED_RECORD,
     NULL_TIMESTAMP,
     TOO_FAR_IN_FUTURE,
@@ -61,11 +65,13 @@ from ..core.timestamps import (
 )
 from ..core.trigger import END_OF_INPUT_MS
 
-__all__ = ["with_event_time", "META_KEY", "event_time_settings", "DEFAULT_CORRUPT_RECORD_COL"]
+__all__ = ["with_event_time", "META_KEY", "event_time_settings", "DEFAULT_CORRUPT_RECORD_COL", "ENRICHMENT_FAILED_COL"]
 
 META_KEY = "eventtime"
 # Spark's default ``columnNameOfCorruptRecord`` (spark.sql.columnNameOfCorruptRecord).
 DEFAULT_CORRUPT_RECORD_COL = "_corrupt_record"
+# Set by eventtime.enrich_async(on_failure="invalid") where the record's lookup failed.
+ENRICHMENT_FAILED_COL = "__et_enrich_failed"
 _LMAX = 2**63 - 1
 _LMIN = -(2**63)
 # Sentinels for "parsed, but outside the long range": classified by sign.
@@ -313,7 +319,8 @@ def with_event_time(
     ``spark.readStream.schema("..., _corrupt_record string").json(path)``). When the
     DataFrame has it, a row where it is non-null is invalid with reason ``malformed_record``
     (before any timestamp check); a DataFrame without it is unaffected. ``None`` disables the
-    check.
+    check. A record whose ``eventtime.enrich_async(..., on_failure="invalid")`` lookup failed
+    is invalid with reason ``enrichment_failed`` (after ``malformed_record``).
 
     ``tz``: the zone of values that carry none — strings without an offset, ``fmt`` without
     ``%z``, DATE and TIMESTAMP_NTZ columns — as a fixed offset (``"UTC+8"``, ``"+08:00"``) or
@@ -361,6 +368,9 @@ def with_event_time(
             .when(ms < F.lit(min_valid_ms), F.lit(BEFORE_MIN_VALID))
             .when(ms > now_col + F.lit(max_future_ms), F.lit(TOO_FAR_IN_FUTURE))
         )
+        enrich_failed = [ENRICHMENT_FAILED_COL] if ENRICHMENT_FAILED_COL in df.columns else []
+        for marker in enrich_failed:  # the record was not enriched; its fields may be fine
+            reason = F.when(F.col(marker).isNotNull(), F.lit(ENRICHMENT_FAILED)).otherwise(reason)
         corrupt = corrupt_record_col if corrupt_record_col is not None and corrupt_record_col in df.columns else None
         if corrupt is not None:
             # Takes precedence: the row's fields (the event time included) are not to be trusted.
@@ -382,7 +392,7 @@ def with_event_time(
             # only invalid records keep their raw text (a cast per row costs, measured)
             .withColumn("__et_raw", F.when(F.col("__et_reason").isNotNull(), raw))
             .withColumn("__et_ms", F.when(F.col("__et_reason").isNull(), F.col("__et_ms_raw")))
-            .drop("__et_ms_raw", "__et_parse_reason", *[name for name, _ in stages])
+            .drop("__et_ms_raw", "__et_parse_reason", *enrich_failed, *[name for name, _ in stages])
             .withColumn("__et_wm", F.when(F.col("__et_reason").isNull(), F.timestamp_millis(F.col("__et_ms"))))
         )
         if df.isStreaming:

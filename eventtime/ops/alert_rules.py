@@ -11,10 +11,11 @@ import json
 from typing import Any
 
 from ..core.kinds import LATE_RECORD, RECORD_KINDS
-from ..core.timestamps import MALFORMED_RECORD, TOO_LATE
+from ..core.timestamps import ENRICHMENT_FAILED, MALFORMED_RECORD, TOO_LATE
 from .monitor import BatchStats, PartitionFinding
 
-__all__ = ["failure_class", "record_alert", "skew_alert", "watermark_alerts", "failure_alert", "record_groups"]
+__all__ = ["failure_class", "record_alert", "skew_alert", "watermark_alerts", "failure_alert", "record_groups",
+           "enrichment_alerts"]
 
 SAMPLE_FIELDS = (
     "kind", "reason", "key", "event_time", "raw_timestamp", "watermark", "lateness_ms",
@@ -156,6 +157,12 @@ def record_alert(pipeline: str, batch_id: int, kind: str, reason: str, group: An
             f"in batch {batch_id} ({share:.1%} of {rows_in} rows); raw lines: "
             f"{', '.join(repr(line) for line in lines) or '-'}"
         )
+    elif reason == ENRICHMENT_FAILED:
+        # Not a timestamp problem either: the record's lookup failed (its payload has the error column).
+        message = (
+            f"[{pipeline}] {count} record(s) whose async enrichment failed (after the retries) quarantined in "
+            f"batch {batch_id} ({share:.1%} of {rows_in} rows)"
+        )
     else:
         data["raw_values"] = raw
         shown = ", ".join(repr(r["raw_timestamp"]) for r in raw) or "-"
@@ -208,6 +215,30 @@ def watermark_alerts(pipeline: str, batch_id: int, stats: BatchStats,
                        f"[{pipeline}] the per-partition watermark is {holdback} ms behind the largest event time "
                        f"(threshold {holdback_threshold_ms} ms, batch {batch_id}): a slow partition holds every "
                        f"window back"))
+    return alerts
+
+
+def enrichment_alerts(pipeline: str, batch_id: int, stats: BatchStats, threshold_count: int,
+                      threshold_share: float) -> list[tuple[str, dict, str]]:
+    """``(output column, data, message)`` per enrichment step whose failed records in the batch
+    reach the thresholds (kind ``enrichment_failed``). Steps with ``on_failure="invalid"`` are
+    left out: their failed records are invalid records, alerted as such."""
+    from ..enrich.config import FAILURE_REASONS
+
+    alerts = []
+    for output, counts in sorted(stats.enrichment.items()):
+        failed, rows = int(counts.get("failed", 0)), int(counts.get("rows", 0))
+        share = failed / rows if rows else 1.0
+        if counts.get("on_failure") == "invalid" or not failed or failed < threshold_count or share < threshold_share:
+            continue
+        reasons = {reason: int(counts[reason]) for reason in FAILURE_REASONS if counts.get(reason)}
+        data = {"pipeline": pipeline, "batch_id": batch_id, "output": output, "count": failed, "rows": rows,
+                "share": round(share, 6), "reasons": reasons,
+                **{name: counts.get(name) for name in ("requests", "retries", "cache_hits")}}
+        shown = ", ".join(f"{reason} {n}" for reason, n in reasons.items())
+        message = (f"[{pipeline}] async enrichment of {output!r} failed for {failed} of {rows} record(s) in batch "
+                   f"{batch_id} ({shown}); they went on with a null {output!r}")
+        alerts.append((output, data, message))
     return alerts
 
 

@@ -12,6 +12,10 @@
 * **malformed records** (reason ``malformed_record``: the source could not parse the row, a
   timestamp was never read): their own wording, samples of the raw lines; fingerprint
   ``["eventtime", pipeline, "invalid", "malformed_record"]``;
+* **enrichment failures** (``eventtime.enrich_async`` with ``on_failure="null"``): one event
+  per batch and output column whose failed lookups reach the late thresholds, with the counts
+  per reason; fingerprint ``["eventtime", pipeline, "enrichment_failed", output]`` (with
+  ``on_failure="invalid"`` they are invalid records, reason ``enrichment_failed``);
 * **partition skew**: a source partition whose max event time lags the global max by
   more than ``partition_lag_ms`` (default: the pipeline's max out-of-orderness, which
   :func:`eventtime.route` passes on: its records fall behind the watermark) or that sent nothing for
@@ -58,7 +62,7 @@ import time
 from datetime import timedelta
 from typing import Any, Callable, Mapping
 
-from .alert_rules import failure_alert, record_alert, record_groups, skew_alert, watermark_alerts
+from .alert_rules import enrichment_alerts, failure_alert, record_alert, record_groups, skew_alert, watermark_alerts
 from .cooldown import Cooldowns
 from .monitor import BatchStats, PartitionMonitor, optional_ms
 from .sentry import SentryClient
@@ -77,8 +81,9 @@ _SAME_FAILURE_S = 60.0
 class Alert:
     """One alert raised for a batch.
 
-    ``kind`` is ``"late"``, ``"invalid"``, ``"partition_lag"`` or ``"partition_idle"``;
-    ``reason`` the record reason or the partition; ``sent`` whether it went to Sentry
+    ``kind`` is ``"late"``, ``"invalid"``, ``"partition_lag"``, ``"partition_idle"`` or
+    ``"enrichment_failed"`` (among others); ``reason`` the record reason, the partition or the
+    enriched column; ``sent`` whether it went to Sentry
     (``False`` when there is no DSN); ``suppressed`` whether the cooldown held it back
     (its count is then carried into the next event); ``event_id`` the Sentry event id.
     """
@@ -336,6 +341,9 @@ class Alerter:
             for kind, reason, data, message in watermark_alerts(self.pipeline, batch_id, stats, threshold):
                 alerts.append(self._emit(kind, reason, 1, message, data, now,
                                          level="info" if kind == "watermark_active" else "warning"))
+            for output, data, message in enrichment_alerts(self.pipeline, batch_id, stats, self.late_threshold_count,
+                                                           self.late_threshold_share):
+                alerts.append(self._emit("enrichment_failed", output, data["count"], message, data, now, level="warning"))
         return alerts, metrics
 
     def _emit(self, kind: str, reason: str, count: int, message: str, data: dict[str, Any],

@@ -114,6 +114,10 @@ class BatchStats:
     became_idle: tuple = ()
     became_active: tuple = ()
     holdback_ms: int | None = None
+    #: Async enrichment (``eventtime.enrich_async``), per output column: what the Python
+    #: workers did in this batch (``rows``, ``failed``, one count per failure reason,
+    #: ``requests``, ``retries``, ``cache_hits``...) and the step's ``on_failure``.
+    enrichment: Mapping[str, Mapping[str, object]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_int("batch_id", self.batch_id)
@@ -131,6 +135,8 @@ class BatchStats:
                 raise TypeError(
                     f"partitions[{name!r}] must be a PartitionStats, got {type(ps).__name__}"
                 )
+        if not isinstance(self.enrichment, Mapping):
+            raise TypeError(f"enrichment must be a mapping of output column to counts, got {type(self.enrichment).__name__}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -85,6 +85,15 @@ def _signature_text(function: Callable) -> str:
         return "other arguments"
 
 
+def _query_enrichment(out: DataFrame):
+    """The async enrichment steps in ``out``'s plan (eventtime/enrich/spark.py), or None."""
+    import sys
+
+    if "eventtime.enrich.spark" not in sys.modules:  # no step was made in this driver
+        return None
+    return sys.modules["eventtime.enrich.spark"].QueryEnrichment(out)
+
+
 class Router:
     """Runs ONE streaming query and splits its output by ``kind`` in ``foreachBatch``."""
 
@@ -166,6 +175,7 @@ class Router:
         self._last_stats = None
         #: Per-partition watermarks: the driver's W (eventtime/spark/partition_watermark.py), from start().
         self.partition_watermark = None
+        self._enrichment = _query_enrichment(out)
 
     # -- the query ----------------------------------------------------------------------
     def start(
@@ -536,6 +546,8 @@ class Router:
         stats = self.batch_stats(batch_id, panes, records, stats_rows)
         if driver is not None:
             stats = self._apply_partition_watermark(driver, batch_id, stats_rows, stats)
+        if self._enrichment:  # the workers' counts, merged into the accumulators by the batch's action
+            stats = dataclasses.replace(stats, enrichment=self._enrichment.take())
         self._last_stats = stats
         qid = self.query_id()
         log.info(

@@ -416,3 +416,48 @@ def test_the_default_holdback_threshold_is_twice_the_out_of_orderness():
     assert not alerter.on_batch(2, None, dataclasses.replace(stats(2, 1), holdback_ms=20_000)).alerts
     with pytest.raises(ValueError, match="holdback_threshold_ms"):
         Alerter(pipeline="p", holdback_threshold_ms=-1)
+
+
+def _enrichment(failed, rows=100, on_failure="null", **reasons):
+    return {"rows": rows, "failed": failed, "timeout": 0, "lookup_error": 0, "missing": 0, "bad_result": 0,
+            "bad_value": 0, "requests": 12, "retries": 4, "cache_hits": 30, **reasons, "on_failure": on_failure}
+
+
+def test_enrichment_failures_alert_per_output_column_with_reasons(receiver):
+    alerter = Alerter(dsn=receiver.dsn, pipeline="orders", client_options=NO_PROXY)
+    try:
+        batch = BatchStats(3, 100, 0, 0, 0, None, {}, enrichment={
+            "profile": _enrichment(7, timeout=5, lookup_error=2),
+            "price": _enrichment(0),  # nothing failed
+            "geo": _enrichment(9, on_failure="invalid", timeout=9),  # invalid records: alerted as such
+        })
+        out = alerter.on_batch(3, None, batch)
+        assert [(a.kind, a.reason, a.count) for a in out.alerts] == [("enrichment_failed", "profile", 7)]
+        (event,) = receiver.wait_for(1)
+        assert event["fingerprint"] == ["eventtime", "orders", "enrichment_failed", "profile"]
+        context = event["contexts"]["eventtime"]
+        assert context["reasons"] == {"timeout": 5, "lookup_error": 2} and context["retries"] == 4
+        message = event["message"]["formatted"] if isinstance(event["message"], dict) else event["message"]
+        assert "failed for 7 of 100 record(s)" in message and "timeout 5, lookup_error 2" in message
+    finally:
+        alerter.close()
+
+
+def test_enrichment_failure_alerts_follow_the_thresholds():
+    alerter = Alerter(dsn=None, pipeline="p", late_threshold_count=5, late_threshold_share=0.1)
+    below_count = BatchStats(0, 10, 0, 0, 0, None, {}, enrichment={"profile": _enrichment(4, rows=10, timeout=4)})
+    below_share = BatchStats(1, 100, 0, 0, 0, None, {}, enrichment={"profile": _enrichment(6, rows=100, timeout=6)})
+    above = BatchStats(2, 100, 0, 0, 0, None, {}, enrichment={"profile": _enrichment(11, rows=100, timeout=11)})
+    assert alerter.on_batch(0, None, below_count).alerts == ()
+    assert alerter.on_batch(1, None, below_share).alerts == ()
+    assert [a.count for a in alerter.on_batch(2, None, above).alerts] == [11]
+
+
+def test_enrichment_failed_records_are_not_called_bogus_timestamps():
+    table = pa.table({"kind": ["invalid"] * 2, "reason": ["enrichment_failed"] * 2, "raw_timestamp": ["1", "2"],
+                      "lateness_ms": pa.array([None] * 2, pa.int64()), "partition": ["1"] * 2,
+                      "payload": ['{"profile":null,"profile_error":"timeout"}'] * 2})
+    (alert,) = Alerter(dsn=None, pipeline="p").on_batch(0, table, stats(0, rows_in=2, invalid=2)).alerts
+    assert (alert.kind, alert.reason, alert.count) == ("invalid", "enrichment_failed", 2)
+    assert "whose async enrichment failed" in alert.message and "bogus timestamps" not in alert.message
+    assert '"profile_error":"timeout"' in alert.data["samples"][0]["payload"]

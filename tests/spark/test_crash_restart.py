@@ -282,26 +282,9 @@ def assert_resumes_equal(warm: WarmDemo, out: Path, baseline: tuple) -> tuple[st
     return text, False
 
 
-@pytest.fixture(scope="module")
-def killed_after_commit(baseline, tmp_path_factory):
-    """A run killed by its fault point right after Spark committed batch 3, kept as a snapshot:
-    each user restores it to the same path (the file source's log names input files by path)."""
-    base_dir, _ = baseline
-    out = _input_only_copy(base_dir, tmp_path_factory.mktemp("after_commit") / "run")
-    code, text = run_demo(out, env=_env(**{FAULT_ENV: "kill:after_commit:3"}))
-    assert code == -signal.SIGKILL, f"the fault point after_commit was not reached:\n{text[-2000:]}"
-    snapshot = out.with_name("snapshot")
-    shutil.copytree(out, snapshot)
-
-    def restore() -> Path:
-        shutil.rmtree(out)
-        shutil.copytree(snapshot, out)
-        return out
-
-    return restore
-
-
-FAULT_CHAIN = ("before_write", "between_writes", "after_write")
+# (point, batch): one stream is killed at each in turn; ``after_commit`` of batch 3 is the kill
+# as batch 4 starts, once the resumed run has committed batch 3 again.
+FAULT_CHAIN = (("before_write", 1), ("between_writes", 2), ("after_write", 3), ("after_commit", 3))
 
 
 def _tables_so_far(out: Path) -> dict:
@@ -312,22 +295,39 @@ def _tables_so_far(out: Path) -> dict:
 @pytest.fixture(scope="module")
 def fault_chain(baseline, tmp_path_factory):
     """One stream killed at each fault point in turn, each kill a new process that resumes the
-    previous one's state: at ``before_write`` in batch 1, ``between_writes`` in batch 2, then
-    ``after_write`` in batch 3. Per point: (exit code, what it printed, the tables it left)."""
+    previous one's state (``FAULT_CHAIN``). Per point: (exit code, what it printed, the tables
+    it left); and a function that restores the state the last kill left (right after Spark
+    committed batch 3), kept as a snapshot: each user restores it to the same path (the file
+    source's log names input files by path)."""
     base_dir, _ = baseline
     out = _input_only_copy(base_dir, tmp_path_factory.mktemp("chain") / "run")
     steps = {}
-    for batch, point in enumerate(FAULT_CHAIN, start=1):
+    for point, batch in FAULT_CHAIN:
         code, text = run_demo(out, env=_env(**{FAULT_ENV: f"kill:{point}:{batch}"}))
         steps[point] = (code, text, _tables_so_far(out))
-    return out, steps
+    snapshot = out.with_name("snapshot")
+    shutil.copytree(out, snapshot)
+
+    def restore() -> Path:
+        shutil.rmtree(out)
+        shutil.copytree(snapshot, out)
+        return out
+
+    return steps, restore
 
 
-@pytest.mark.parametrize("point", FAULT_CHAIN)
+@pytest.fixture(scope="module")
+def killed_after_commit(fault_chain):
+    """Restores the stream killed right after Spark committed batch 3 (the chain's last kill)."""
+    return fault_chain[1]
+
+
+@pytest.mark.parametrize("point", [point for point, _ in FAULT_CHAIN])
 def test_a_kill_at_a_fault_point_leaves_only_rows_of_the_uninterrupted_run(baseline, fault_chain, point):
-    # The kill is inside foreachBatch, after the offset log named the batch: the restart runs
-    # the same batch again, so every row written so far is a row of the uninterrupted run.
-    code, text, written = fault_chain[1][point]
+    # The kill is inside foreachBatch, after the offset log named the batch (or as the next
+    # batch starts): the restart runs the same batch again, so every row written so far is a
+    # row of the uninterrupted run.
+    code, text, written = fault_chain[0][point]
     assert code == -signal.SIGKILL, f"the fault point {point} was not reached:\n{text[-2000:]}"
     for name in ("results", "late"):
         assert len(written[name]) == len(set(written[name])), f"{name}: a row written twice before the kill at {point}"
@@ -335,28 +335,26 @@ def test_a_kill_at_a_fault_point_leaves_only_rows_of_the_uninterrupted_run(basel
         assert not extra, f"{name}: {len(extra)} row(s) not in the uninterrupted run after the kill at {point}"
 
 
-def test_a_stream_killed_at_every_fault_point_in_turn_resumes_equal_to_the_uninterrupted_run(baseline, warm,
-                                                                                              fault_chain):
-    out, steps = fault_chain
-    assert all(code == -signal.SIGKILL for code, _, _ in steps.values())
-    assert (out / "checkpoint" / "metadata").exists()
-    assert_resumes_equal(warm, out, baseline)
-
-
-def test_kill_right_after_the_commit_then_restart_equals_uninterrupted_run(baseline, warm, killed_after_commit):
-    out = killed_after_commit()
-    assert (out / "checkpoint" / "metadata").exists()
-    assert_resumes_equal(warm, out, baseline)
-
-
-@pytest.mark.parametrize("seed", [1, 2])
-def test_kill_at_a_random_moment_then_restart_equals_uninterrupted_run(baseline, warm, tmp_path, seed):
-    base_dir, _ = baseline
+def _kill_at_a_random_moment(out: Path, seed: int, first_batch: int) -> None:
     rng = random.Random(seed)
-    batch, delay = rng.randint(1, BATCHES - 1), rng.uniform(0.0, 1.5)
-    out = _input_only_copy(base_dir, tmp_path / f"random{seed}")
+    batch, delay = rng.randint(first_batch, BATCHES - 1), rng.uniform(0.0, 1.5)
     code, text = run_demo(out, kill_at_batch=batch, kill_delay_s=delay)
     assert code == -signal.SIGKILL, f"the run ended before the kill (batch {batch}, +{delay:.2f} s):\n{text[-2000:]}"
+
+
+def test_a_stream_killed_at_every_fault_point_then_at_a_random_moment_resumes_equal_to_the_uninterrupted_run(
+        baseline, warm, fault_chain):
+    out = fault_chain[1]()
+    assert (out / "checkpoint" / "metadata").exists()
+    assert all(code == -signal.SIGKILL for code, _, _ in fault_chain[0].values())
+    _kill_at_a_random_moment(out, seed=2, first_batch=4)
+    assert_resumes_equal(warm, out, baseline)
+
+
+def test_kill_at_a_random_moment_then_restart_equals_uninterrupted_run(baseline, warm, tmp_path):
+    base_dir, _ = baseline
+    out = _input_only_copy(base_dir, tmp_path / "random")
+    _kill_at_a_random_moment(out, seed=1, first_batch=1)
     assert_resumes_equal(warm, out, baseline)
 
 

@@ -16,12 +16,18 @@ $(VENV)/.installed: pyproject.toml $(wildcard eventtime/jvm/src/eventtime/jvm/*.
 	$(PY) -m pip install --quiet -e ".[test]"
 	# the engine is Java: compiled here with javac against pyspark's own jars (no download)
 	$(PY) -c "from eventtime.spark.jvm import engine_jar; print(engine_jar(verbose=True))"
+	# the classes a Spark driver loads, recorded once so that every later JVM starts faster
+	$(PY) scripts/build-class-archive.py $(VENV)/spark-classes.jsa
 	touch $@
 
 install: $(VENV)/.installed
 
+# SPARK_SUBMIT_OPTS: start the driver JVM from the class archive made at install (see
+# scripts/build-class-archive.py; ignored when it cannot be used)
+CLASS_ARCHIVE_OPTS := -XX:SharedArchiveFile=$(abspath $(VENV))/spark-classes.jsa -Xlog:cds=off -Xlog:cds+dynamic=off
+
 demo: $(VENV)/.installed
-	$(VENV)/bin/eventtime demo --output $(DEMO_DIR)
+	SPARK_SUBMIT_OPTS="$(SPARK_SUBMIT_OPTS) $(CLASS_ARCHIVE_OPTS)" $(VENV)/bin/eventtime demo --output $(DEMO_DIR)
 
 # Not part of the two set-up commands: eventtime vs Spark's native windowed aggregation.
 bench: $(VENV)/.installed

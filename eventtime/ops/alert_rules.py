@@ -242,6 +242,22 @@ def enrichment_alerts(pipeline: str, batch_id: int, stats: BatchStats, threshold
     return alerts
 
 
+def rejected_alerts(pipeline: str, batch_id: int, stats: BatchStats, max_samples: int) -> list[tuple[str, dict, str]]:
+    """``(sink target, data, message)`` per sink whose store refused rows of the batch (kind
+    ``rows_rejected``): every refused row is a result that is not in the table."""
+    alerts = []
+    for target, rows in sorted(stats.rejected.items()):
+        if not rows:
+            continue
+        samples = [{"row_index": index, "key": key, "error": error} for index, key, error in rows[:max_samples]]
+        data = {"pipeline": pipeline, "batch_id": batch_id, "target": target, "count": len(rows), "samples": samples}
+        first = rows[0]
+        message = (f"[{pipeline}] {target} refused {len(rows)} row(s) of batch {batch_id}, e.g. row {first[0]}"
+                   f"{'' if first[1] is None else f' (key {first[1]})'}: {first[2]}; the rest of the batch was written")
+        alerts.append((target, data, message))
+    return alerts
+
+
 def failure_alert(pipeline: str, error: BaseException | str, checkpoint: str | None,
                   run_id: str | None) -> tuple[str, dict, str]:
     """(innermost error class, data, message) of a pipeline that stopped on ``error``."""

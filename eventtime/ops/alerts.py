@@ -16,6 +16,10 @@
   per batch and output column whose failed lookups reach the late thresholds, with the counts
   per reason; fingerprint ``["eventtime", pipeline, "enrichment_failed", output]`` (with
   ``on_failure="invalid"`` they are invalid records, reason ``enrichment_failed``);
+* **rows a sink refused** (a :class:`eventtime.sinks.BatchSink` such as ``PostgresSink``: a
+  value the column type refuses): one error-level event per batch and sink with the row
+  indexes, keys and errors; fingerprint ``["eventtime", pipeline, "rows_rejected", target]``
+  (the rows are in the sink's rejects table; the rest of the batch was written);
 * **partition skew**: a source partition whose max event time lags the global max by
   more than ``partition_lag_ms`` (default: the pipeline's max out-of-orderness, which
   :func:`eventtime.route` passes on: its records fall behind the watermark) or that sent nothing for
@@ -62,7 +66,15 @@ import time
 from datetime import timedelta
 from typing import Any, Callable, Mapping
 
-from .alert_rules import enrichment_alerts, failure_alert, record_alert, record_groups, skew_alert, watermark_alerts
+from .alert_rules import (
+    enrichment_alerts,
+    failure_alert,
+    record_alert,
+    record_groups,
+    rejected_alerts,
+    skew_alert,
+    watermark_alerts,
+)
 from .cooldown import Cooldowns
 from .monitor import BatchStats, PartitionMonitor, optional_ms
 from .sentry import SentryClient
@@ -344,6 +356,8 @@ class Alerter:
             for output, data, message in enrichment_alerts(self.pipeline, batch_id, stats, self.late_threshold_count,
                                                            self.late_threshold_share):
                 alerts.append(self._emit("enrichment_failed", output, data["count"], message, data, now, level="warning"))
+            for target, data, message in rejected_alerts(self.pipeline, batch_id, stats, self.max_samples):
+                alerts.append(self._emit("rows_rejected", target, data["count"], message, data, now, level="error"))
         return alerts, metrics
 
     def _emit(self, kind: str, reason: str, count: int, message: str, data: dict[str, Any],

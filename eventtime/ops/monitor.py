@@ -118,6 +118,9 @@ class BatchStats:
     #: workers did in this batch (``rows``, ``failed``, one count per failure reason,
     #: ``requests``, ``retries``, ``cache_hits``...) and the step's ``on_failure``.
     enrichment: Mapping[str, Mapping[str, object]] = dataclasses.field(default_factory=dict)
+    #: Rows a sink's store refused in this batch (e.g. :class:`eventtime.sinks.PostgresSink`):
+    #: per sink target, ``(row index in the batch's table, key, error)`` of each.
+    rejected: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_int("batch_id", self.batch_id)
@@ -135,6 +138,8 @@ class BatchStats:
                 raise TypeError(
                     f"partitions[{name!r}] must be a PartitionStats, got {type(ps).__name__}"
                 )
+        if not isinstance(self.rejected, Mapping):
+            raise TypeError(f"rejected must be a mapping of sink target to refused rows, got {type(self.rejected).__name__}")
         if not isinstance(self.enrichment, Mapping):
             raise TypeError(f"enrichment must be a mapping of output column to counts, got {type(self.enrichment).__name__}")
 

@@ -67,12 +67,14 @@ class BatchSinkError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class RejectedRow:
-    """A row the store refused: its index in the table given to the sink, the row, the error."""
+    """A row the store refused: its index in the table given to the sink, the row, the error,
+    and its key (:meth:`BatchSink.row_key`; ``None`` when the sink has no notion of one)."""
 
     batch_id: int
     row_index: int
     row: dict
     error: str
+    key: Optional[dict] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,6 +240,10 @@ class BatchSink(abc.ABC):
         """Whether ``conn`` lost its session (its open transaction is gone)."""
         return False
 
+    def row_key(self, row: dict) -> Optional[dict]:
+        """The key columns of a written row, for reporting a refused one (default: none)."""
+        return None
+
     def row_bytes(self, row: tuple) -> int:
         """Roughly the bytes ``row`` takes in a statement (for ``max_bytes``)."""
         size = 0
@@ -342,6 +348,7 @@ class BatchSink(abc.ABC):
                 else:
                     self._drop_connection()
                 continue
+            rejected.sort(key=lambda r: r.row_index)
             fault_point("after_db_commit", batch_id)
             self._fault("after_commit", batch_id, attempt)
             for r in rejected:
@@ -382,8 +389,9 @@ class BatchSink(abc.ABC):
     def _isolate(self, conn, columns, rows, index, lo, hi, batch_id, exc, rejected) -> None:
         """Write what ``rows[lo:hi]`` holds apart from the refused rows, found by halving."""
         if hi - lo == 1:
-            rejected.append(RejectedRow(batch_id, index[lo], dict(zip(columns, rows[lo])),
-                                        f"{type(exc).__name__}: {str(exc).strip()}"))
+            row = dict(zip(columns, rows[lo]))
+            rejected.append(RejectedRow(batch_id, index[lo], row, f"{type(exc).__name__}: {str(exc).strip()}",
+                                        self.row_key(row)))
             return
         mid = (lo + hi) // 2
         for a, b in ((lo, mid), (mid, hi)):

@@ -295,7 +295,8 @@ class PostgresSink(BatchSink):
                 sql.SQL("INSERT INTO {} (pipeline, query_id, batch_id, row_index, key, row, error) "
                         "VALUES (%s, %s, %s, %s, %s, %s, %s)").format(self._ident(self.rejects_table)),
                 [(self.pipeline, query_id, r.batch_id, r.row_index,
-                  key_json(keys, [r.row.get(k) for k in keys]), Jsonb(r.row, dumps=_dumps), r.error) for r in rejected],
+                  key_json(keys, [(r.key or {}).get(k) for k in keys]), Jsonb(r.row, dumps=_dumps), r.error)
+                 for r in rejected],
             )
 
     # -- BatchSink: the rows -----------------------------------------------------------------
@@ -353,6 +354,9 @@ class PostgresSink(BatchSink):
         for lo, hi in super().chunks(rows):
             out += [(s, min(hi, s + cap)) for s in range(lo, hi, cap)]
         return out
+
+    def row_key(self, row: dict) -> Optional[dict]:
+        return {k: row.get(k) for k in self._keys}
 
     def row_bytes(self, row: tuple) -> int:
         from psycopg.types.json import Jsonb

@@ -94,6 +94,19 @@ def _query_enrichment(out: DataFrame):
     return sys.modules["eventtime.enrich.spark"].QueryEnrichment(out)
 
 
+def _rejected(results: list) -> dict:
+    """``{sink target: ((row index, key, error), ...)}`` of the rows the sinks' stores refused,
+    from ``[(sink, what it returned)]`` (a :class:`eventtime.sinks.BatchWriteResult`'s
+    ``rejected``; other sinks return nothing of the kind)."""
+    out: dict = {}
+    for sink, result in results:
+        rows = getattr(result, "rejected", None)
+        if rows:
+            target = getattr(sink, "target", None) or type(sink).__name__
+            out[target] = tuple((r.row_index, r.key, r.error) for r in rows)
+    return out
+
+
 class Router:
     """Runs ONE streaming query and splits its output by ``kind`` in ``foreachBatch``."""
 
@@ -557,19 +570,25 @@ class Router:
         import pyarrow.compute as pc
 
         fault_point("before_write", batch_id)
+        results = []  # (sink, what it returned)
         if self.panes_sink is not None:
-            self.panes_sink(panes, batch_id, qid)
+            results.append((self.panes_sink, self.panes_sink(panes, batch_id, qid)))
         fault_point("between_writes", batch_id)
         kind = records.column("kind")
         if self.late_sink is not None and self.late_sink is self.invalid_sink:
-            self.late_sink(records, batch_id, qid)
+            results.append((self.late_sink, self.late_sink(records, batch_id, qid)))
         else:
             if self.late_sink is not None:
-                self.late_sink(records.filter(pc.equal(kind, LATE_RECORD)), batch_id, qid)
+                results.append((self.late_sink, self.late_sink(records.filter(pc.equal(kind, LATE_RECORD)), batch_id, qid)))
             if self.invalid_sink is not None:
-                self.invalid_sink(records.filter(pc.equal(kind, INVALID_RECORD)), batch_id, qid)
+                results.append((self.invalid_sink,
+                                self.invalid_sink(records.filter(pc.equal(kind, INVALID_RECORD)), batch_id, qid)))
         if self.delays_sink is not None:
             self.delays_sink(self._delay_table(stats_rows), batch_id, qid)
+        rejected = _rejected(results)
+        if rejected:  # rows a sink's store refused (eventtime.sinks.BatchSink): kept apart, and alerted
+            stats = dataclasses.replace(stats, rejected=rejected)
+            self._last_stats = stats
         fault_point("after_write", batch_id)
         if self.alerter is not None:
             try:

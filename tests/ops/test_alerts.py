@@ -461,3 +461,22 @@ def test_enrichment_failed_records_are_not_called_bogus_timestamps():
     assert (alert.kind, alert.reason, alert.count) == ("invalid", "enrichment_failed", 2)
     assert "whose async enrichment failed" in alert.message and "bogus timestamps" not in alert.message
     assert '"profile_error":"timeout"' in alert.data["samples"][0]["payload"]
+
+
+def test_rows_a_sink_refused_are_one_error_event_per_batch_and_sink(receiver):
+    alerter = Alerter(dsn=receiver.dsn, pipeline="orders", client_options=NO_PROXY, max_samples=2)
+    try:
+        refused = {"postgres table totals": tuple((i, {"user": f"u{i}"}, "NumericValueOutOfRange: smallint out of range")
+                                                  for i in (4, 9, 17))}
+        out = alerter.on_batch(5, None, BatchStats(5, 40, 30, 0, 0, None, {}, rejected=refused))
+        assert [(a.kind, a.reason, a.count) for a in out.alerts] == [("rows_rejected", "postgres table totals", 3)]
+        (event,) = receiver.wait_for(1)
+        assert event["fingerprint"] == ["eventtime", "orders", "rows_rejected", "postgres table totals"]
+        assert event["level"] == "error"
+        context = event["contexts"]["eventtime"]
+        assert context["count"] == 3 and [s["row_index"] for s in context["samples"]] == [4, 9]
+        message = event["message"]["formatted"] if isinstance(event["message"], dict) else event["message"]
+        assert "refused 3 row(s) of batch 5, e.g. row 4" in message and "the rest of the batch was written" in message
+        assert alerter.on_batch(6, None, BatchStats(6, 40, 30, 0, 0, None, {})).alerts == ()
+    finally:
+        alerter.close()

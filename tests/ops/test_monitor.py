@@ -29,7 +29,9 @@ def test_dataclass_fields_are_the_router_contract():
         # per-partition watermarks (optional, after the positional fields users construct)
         "idle_partitions", "became_idle", "became_active", "holdback_ms",
         # async enrichment counts per output column (optional)
-        "enrichment"]
+        "enrichment",
+        # rows a sink's store refused, per sink (optional)
+        "rejected"]
     assert [f.name for f in dataclasses.fields(PartitionStats)] == ["max_event_time_ms", "rows"]
     s = BatchStats(batch_id=1, rows_in=2, panes=0, late=0, invalid=0, watermark_ms=None,
                    partitions={"0": PartitionStats(max_event_time_ms=None, rows=2)})

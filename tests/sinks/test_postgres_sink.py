@@ -208,7 +208,8 @@ def test_a_value_the_column_refuses_is_reported_with_its_batch_and_row_and_the_r
     counts[13] = 100_000  # smallint holds up to 32 767
     counts[21] = -50_000
     table = table.set_column(table.schema.get_field_index("count"), "count", pa.array(counts, pa.int64()))
-    result = PostgresSink(pg.conninfo, table_name, pipeline="p", max_rows=10)(table, 3, "q")
+    sink = PostgresSink(pg.conninfo, table_name, pipeline="p", max_rows=10)
+    result = sink(table, 3, "q")
     assert result.written and result.rows == 23
     assert sorted((r.batch_id, r.row_index, r.row["count"]) for r in result.rejected) == [(3, 13, 100_000), (3, 21, -50_000)]
     assert all("out of range" in r.error for r in result.rejected)
@@ -218,6 +219,17 @@ def test_a_value_the_column_refuses_is_reported_with_its_batch_and_row_and_the_r
             f"SELECT batch_id, row_index, key, row->>'count', error FROM {table_name}_rejects ORDER BY row_index").fetchall()
     assert [s[:4] for s in stored] == [(3, 13, '{"user":"u6"}', "100000"), (3, 21, '{"user":"u0"}', "-50000")]
     assert ledger(pg, table_name) == [("q", 3, 23, 2)]
+    # route hands the refused rows to the alerter: one error-level event for the batch and table
+    from eventtime import Alerter, BatchStats
+    from eventtime.spark.router import _rejected
+
+    refused = _rejected([(sink, result)])
+    assert refused == {f"postgres table {table_name}": (
+        (13, {"user": "u6"}, "NumericValueOutOfRange: smallint out of range"),
+        (21, {"user": "u0"}, "NumericValueOutOfRange: smallint out of range"))}
+    (alert,) = Alerter(dsn=None, pipeline="p").on_batch(3, None, BatchStats(3, 25, 23, 0, 0, None, {}, rejected=refused)).alerts
+    assert (alert.kind, alert.count) == ("rows_rejected", 2)
+    assert alert.message.startswith(f"[p] postgres table {table_name} refused 2 row(s) of batch 3, e.g. row 13 (key {{'user': 'u6'}})")
 
 
 def test_an_error_that_is_not_transient_fails_at_once_naming_table_and_batch(pg, table_name):

@@ -5,9 +5,7 @@ through with_event_time, window_aggregate and route (both failure modes, counts,
 from __future__ import annotations
 
 import json
-import os
 import sys
-import time
 
 import enrich_service
 import pytest
@@ -16,6 +14,7 @@ from pyspark import cloudpickle
 from pyspark.sql import functions as F
 
 import eventtime
+from streams import drain, write_json_lines
 from eventtime.enrich.spark import QueryEnrichment
 
 pytestmark = pytest.mark.spark
@@ -88,25 +87,6 @@ def test_unordered_emits_in_completion_order_and_converts_types(spark, service):
             assert r.score == value_of(r.user)["score"] and type(r.score) is int
 
 
-def _write(directory, name, rows):
-    tmp = os.path.join(os.path.dirname(directory), name + ".tmp")
-    with open(tmp, "w") as handle:
-        handle.writelines(json.dumps(row) + "\n" for row in rows)
-    os.rename(tmp, os.path.join(directory, name))
-
-
-def _drain(query, i, timeout_s=120):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        query.processAllAvailable()
-        end = (query.lastProgress or {}).get("sources", [{}])[0].get("endOffset")
-        end = json.loads(end) if isinstance(end, str) else end
-        if end and int(end["logOffset"]) >= i:
-            break
-        assert query.exception() is None, query.exception()
-        assert time.monotonic() < deadline, f"file {i} not read in {timeout_s} s"
-        time.sleep(0.05)
-    query.processAllAvailable()
 
 
 class _Alerts(eventtime.Alerter):
@@ -143,10 +123,10 @@ def test_stream_routes_failures_null_or_invalid_and_counts_them(spark, service, 
                              late=lambda t, b, q: records.extend(t.to_pylist()), alerter=alerts, pipeline="shop")
     query = router.start(checkpoint=str(tmp_path / "chk"))
     try:
-        _write(str(src), "0.json", rows)
-        _drain(query, 0)
-        _write(str(src), "1.json", [{"id": 99, "user": "u0", "sku": "s0", "ts": base + 5 * 60_000}])  # moves W
-        _drain(query, 1)
+        write_json_lines(str(src), "0.json", rows)
+        drain(query, 0)
+        write_json_lines(str(src), "1.json", [{"id": 99, "user": "u0", "sku": "s0", "ts": base + 5 * 60_000}])  # moves W
+        drain(query, 1)
         progress = query.recentProgress
     finally:
         query.stop()

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from datetime import date, datetime, timezone
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from transcripts import TRANSCRIPT_DIR, lists_merged_from, load_transcript, transcript_paths
 
 import eventtime
+from streams import drain, write_json_lines
 from eventtime.core.scenario import diff_outputs, parse_scenario, run_reference
 from eventtime.core.timestamps import extract
 from eventtime.spark.replay import run_scenario
@@ -165,27 +165,6 @@ def test_string_parsing_plan_stays_small(spark):
     assert [r["__et_ms"] for r in out.select("__et_ms").collect()] == [1_700_000_000_000, 1_700_000_000_000]
 
 
-def _write(dirname, name, rows):
-    tmp = os.path.join(os.path.dirname(dirname), name + ".tmp")
-    with open(tmp, "w") as fh:
-        for row in rows:
-            fh.write(json.dumps(row) + "\n")
-    os.rename(tmp, os.path.join(dirname, name))
-
-
-def _drain(query, i, timeout_s: float = 120):
-    """Until the source has read file ``i`` and every batch it caused has run."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        query.processAllAvailable()
-        end = (query.lastProgress or {}).get("sources", [{}])[0].get("endOffset")
-        end = json.loads(end) if isinstance(end, str) else end
-        if end and int(end["logOffset"]) >= i:
-            break
-        assert query.exception() is None, query.exception()
-        assert time.monotonic() < deadline, f"file {i} not read in {timeout_s} s"
-        time.sleep(0.05)
-    query.processAllAvailable()
 
 
 class _Alerter:
@@ -219,19 +198,19 @@ def test_route_contract_multiple_keys_tz_sliding_and_stats(spark, tmp_path):
                              alerter=alerter, pipeline="contract")
     query = router.start(checkpoint=str(tmp_path / "chk"))
     try:
-        _write(str(src), "0.json", [
+        write_json_lines(str(src), "0.json", [
             {"user": "u1", "region": "eu", "ts": iso(base + 1000), "amount": 1.5, "part": 0, "off": 1},
             {"user": "u1", "region": "us", "ts": iso(base + 2000), "amount": 2.0, "part": 1, "off": 1},
             {"user": "u1", "region": "eu", "ts": "not a time", "amount": 9.0, "part": 1, "off": 2},
         ])
-        _drain(query, 0)
-        _write(str(src), "1.json", [{"ts": iso(base + 2 * day + 6 * 3_600_000), "hb": True, "part": 0, "off": 2}])
-        _drain(query, 1)
-        _write(str(src), "2.json", [
+        drain(query, 0)
+        write_json_lines(str(src), "1.json", [{"ts": iso(base + 2 * day + 6 * 3_600_000), "hb": True, "part": 0, "off": 2}])
+        drain(query, 1)
+        write_json_lines(str(src), "2.json", [
             {"user": "u1", "region": "eu", "ts": iso(base + 5000), "amount": 3.0, "part": 1, "off": 3},   # late pane
             {"user": "u2", "region": "eu", "ts": iso(base - day), "amount": 4.0, "part": 1, "off": 4},     # too late
         ])
-        _drain(query, 2)
+        drain(query, 2)
         assert query.exception() is None
         progress = query.lastProgress
     finally:
@@ -310,7 +289,7 @@ def test_restart_with_an_incompatible_window_is_refused_naming_it(spark, tmp_pat
 
     source, checkpoint = tmp_path / "in", str(tmp_path / "chk")
     source.mkdir()
-    _write(str(source), "000.json", [{"user_id": "u", "amount": 1.0, "ts": str(NOW)}])
+    write_json_lines(str(source), "000.json", [{"user_id": "u", "amount": 1.0, "ts": str(NOW)}])
 
     def start(window, alerter=None):
         events = spark.readStream.schema("user_id STRING, amount DOUBLE, ts STRING").json(str(source))
@@ -319,7 +298,7 @@ def test_restart_with_an_incompatible_window_is_refused_naming_it(spark, tmp_pat
         return eventtime.route(out, panes=lambda *a: None, alerter=alerter).start(checkpoint=checkpoint)
 
     query = start(eventtime.Tumbling("1 minute"))
-    _drain(query, 0)
+    drain(query, 0)
     query.stop()
     with pytest.raises(IncompatibleRestartError, match="window"):
         start(eventtime.Tumbling("2 minutes"))

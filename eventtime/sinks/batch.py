@@ -236,6 +236,10 @@ class BatchSink(abc.ABC):
         """Whether the store refused a value of a row (that row is rejected, the rest written)."""
         return False
 
+    def explain(self, exc: BaseException) -> str:
+        """What to do about an error that is not retried (appended to :class:`BatchSinkError`'s message)."""
+        return ""
+
     def is_broken(self, conn: Any) -> bool:
         """Whether ``conn`` lost its session (its open transaction is gone)."""
         return False
@@ -333,8 +337,10 @@ class BatchSink(abc.ABC):
                 cause = exc.__cause__ if isinstance(exc, _Replay) else exc
                 if not self.is_transient(cause):
                     self._drop_connection()
+                    hint = self.explain(cause)
                     raise BatchSinkError(
-                        f"{self.target}: batch {batch_id} of query {query_id} failed: {type(cause).__name__}: {cause}",
+                        f"{self.target}: batch {batch_id} of query {query_id} failed: {type(cause).__name__}: "
+                        f"{str(cause).strip()}{f' ({hint})' if hint else ''}",
                         target=self.target, batch_id=batch_id, query_id=query_id, attempts=attempt + 1,
                     ) from cause
                 last = cause

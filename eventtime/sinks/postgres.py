@@ -151,6 +151,7 @@ class PostgresSink(BatchSink):
         self.statement_timeout_ms = statement_timeout_ms
         self._keys: list[str] = []
         self._columns_per_row = 1
+        self._columns: list[str] = []
         self._ready = False
         self._statement: Any = None
         self._statement_columns: Optional[tuple] = None
@@ -234,6 +235,17 @@ class PostgresSink(BatchSink):
         # (57P01, 57P03), lock timeouts (55P03), cancelled statements, and serialization
         # failures / deadlocks (class 40)
         return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
+
+    def explain(self, exc: BaseException) -> str:
+        import psycopg
+
+        unique = ", ".join((*self._keys, "window_start", "window_end"))
+        if isinstance(exc, psycopg.errors.InvalidColumnReference) and "ON CONFLICT" in str(exc):
+            return (f"the existing table {self.table} needs a unique constraint on ({unique}) for the upsert, e.g. "
+                    f"ALTER TABLE {self.table} ADD UNIQUE NULLS NOT DISTINCT ({unique})")
+        if isinstance(exc, psycopg.errors.UndefinedColumn):
+            return f"the existing table {self.table} lacks a column of the panes; the sink writes {self._columns}"
+        return ""
 
     def is_data_error(self, exc: BaseException) -> bool:
         import psycopg
@@ -346,6 +358,7 @@ class PostgresSink(BatchSink):
         values.append([query_id] * len(last))
         values.append([batch_id] * len(last))
         self._columns_per_row = len(columns)
+        self._columns = columns
         return columns, list(zip(*values)), last
 
     def chunks(self, rows: Sequence[tuple]) -> list[tuple[int, int]]:

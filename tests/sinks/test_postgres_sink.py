@@ -240,6 +240,18 @@ def test_an_error_that_is_not_transient_fails_at_once_naming_table_and_batch(pg,
     with pytest.raises(BatchSinkError, match=rf"postgres table {table_name}: batch 4 of query q failed: UndefinedColumn") as info:
         sink(panes(5), 4, "q")
     assert info.value.attempts == 1 and info.value.batch_id == 4
+    assert f"the existing table {table_name} lacks a column of the panes; the sink writes ['user', 'window_start'" in str(info.value)
+    assert ledger(pg, table_name) == []
+
+
+def test_an_existing_table_without_the_unique_constraint_is_refused_saying_what_to_add(pg, table_name):
+    with psycopg.connect(pg.conninfo, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table_name} (\"user\" text, window_start timestamptz, window_end timestamptz, "
+                     "pane_timing text, pane_index bigint, is_final boolean, count bigint, amount double precision, "
+                     "query_id text, batch_id bigint, written_at timestamptz)")
+    with pytest.raises(BatchSinkError, match=rf"needs a unique constraint on \(user, window_start, window_end\).*"
+                                             rf"ALTER TABLE {table_name} ADD UNIQUE NULLS NOT DISTINCT"):
+        PostgresSink(pg.conninfo, table_name, pipeline="p")(panes(5), 0, "q")
     assert ledger(pg, table_name) == []
 
 

@@ -50,9 +50,6 @@ __all__ = ["BatchSink", "BatchSinkError", "BatchWriteResult", "RejectedRow"]
 
 log = logging.getLogger(__name__)
 
-#: ``fault_injector(stage, batch_id, attempt, chunk)`` stages, in the order a batch meets them.
-STAGES = ("begin", "chunk", "before_commit", "after_commit")
-
 
 class BatchSinkError(RuntimeError):
     """A batch could not be written after all retries (or failed with an error that is not retried)."""
@@ -119,6 +116,10 @@ class _Replay(Exception):
 
 class BatchSink(abc.ABC):
     """Base of an exactly-once, chunked, retried sink (module docstring); subclass it per store.
+
+    ``fault_injector(stage, batch_id, attempt, chunk)`` (for fault tests) is called at
+    ``"begin"`` (transaction begun), ``"chunk"`` (before each chunk; ``chunk`` is its number),
+    ``"before_commit"`` and ``"after_commit"``, in that order; ``chunk`` is -1 but for chunks.
 
     >>> class Printer(BatchSink):                      # a store without transactions, for show
     ...     def connect(self): return object()

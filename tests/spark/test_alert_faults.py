@@ -9,7 +9,7 @@ import time
 
 import pytest
 from sentry_receiver import SentryReceiver, closed_port
-from test_spark_engine import _drain, _write
+from streams import drain, write_json_lines
 
 import eventtime
 from eventtime.ops.alerts import Alerter
@@ -60,8 +60,8 @@ def test_unreachable_or_slow_sentry_costs_a_bounded_delay_and_loses_nothing(spar
     try:
         with caplog.at_level(logging.WARNING, logger="eventtime.ops.alerts"):
             for i, rows in enumerate(_batches()):
-                _write(str(source), f"{i:03d}.json", rows)
-                _drain(query, i)
+                write_json_lines(str(source), f"{i:03d}.json", rows)
+                drain(query, i)
         assert query.exception() is None
     finally:
         query.stop()

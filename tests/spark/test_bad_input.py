@@ -27,7 +27,7 @@ from bad_input_catalogue import (
     WATERMARK_IN_BATCH,
     lines_by_batch,
 )
-from test_spark_engine import _drain
+from streams import drain
 
 import eventtime
 
@@ -85,7 +85,7 @@ def test_bad_input_catalogue_in_one_streaming_query(spark, tmp_path):
     try:
         for i in sorted(batches):
             _write_lines(str(src), f"{i:02d}.json", batches[i])
-            _drain(query, i)
+            drain(query, i)
         # The heartbeat's no-data batch purges every window; wait until all rows are accounted.
         deadline = time.monotonic() + 60
         while True:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 from sentry_receiver import SentryReceiver
-from test_spark_engine import _write
+from streams import write_json_lines
 
 import eventtime
 from eventtime.ops.alerts import Alerter
@@ -47,7 +47,7 @@ def test_each_failure_is_one_event_by_its_inner_class_and_a_restart_that_fails_a
                 eventtime.window_aggregate(keys=["user_id"], window=eventtime.Tumbling("1 minute")))
             router = eventtime.route(out, panes=results_sink, alerter=alerter, pipeline="fails")
             query = router.start(checkpoint=checkpoint)
-            _write(str(source), "b0.json", [{"user_id": "u1", "ts": str(T0)}])
+            write_json_lines(str(source), "b0.json", [{"user_id": "u1", "ts": str(T0)}])
             with pytest.raises(Exception):
                 query.awaitTermination(120)
             assert router.wait_failure_reported(30)

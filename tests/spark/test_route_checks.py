@@ -6,7 +6,7 @@ import time
 
 import pytest
 from sentry_receiver import SentryReceiver
-from test_spark_engine import _write
+from streams import write_json_lines
 
 import eventtime
 from eventtime.ops.alerts import Alerter
@@ -57,7 +57,7 @@ def test_route_sends_pipeline_failed_once_fingerprinted_by_the_inner_error(spark
         router = eventtime.route(out, panes=broken_sink, alerter=alerter, pipeline="failing")
         checkpoint = str(tmp_path / "chk")
         query = router.start(checkpoint=checkpoint)
-        _write(str(source), "b0.json", [{"user_id": "u1", "ts": str(T0)}])
+        write_json_lines(str(source), "b0.json", [{"user_id": "u1", "ts": str(T0)}])
         with pytest.raises(Exception):
             query.awaitTermination(120)
         # the demo's own report of the same stop adds nothing (one event per failure)

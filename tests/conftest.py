@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-# Test helpers (transcripts.py, sentry_receiver.py) live beside the tests.
+# Test helpers (transcripts.py, sentry_receiver.py, streams.py) live beside the tests; the
+# shared Hypothesis strategies in property_tests/ at the root (tests/flink uses them too).
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(1, str(Path(__file__).parents[1]))
 
 # Every Spark JVM of the run (this process's, and those of the demo and script subprocesses,
 # which inherit the environment) compiles with C1 only: tests run many short queries, and C2

@@ -46,20 +46,29 @@ import pyarrow as pa
 
 from ..ops.faults import fault_point
 
-__all__ = ["BatchSink", "BatchSinkError", "BatchWriteResult", "RejectedRow"]
+__all__ = ["BatchSink", "BatchSinkError", "BatchWriteResult", "RejectedRow", "SinkError"]
 
 log = logging.getLogger(__name__)
 
 
-class BatchSinkError(RuntimeError):
-    """A batch could not be written after all retries (or failed with an error that is not retried)."""
+class SinkError(RuntimeError):
+    """A sink could not write a micro-batch: ``batch_id``, ``query_id`` and the ``attempts`` made.
+    Its kinds: :class:`BatchSinkError`, :class:`eventtime.sinks.DeltaSinkError`."""
 
-    def __init__(self, message: str, *, target: str, batch_id: int, query_id: str, attempts: int) -> None:
+    def __init__(self, message: str, *, batch_id: int, query_id: str, attempts: int) -> None:
         super().__init__(message)
-        self.target = target
         self.batch_id = batch_id
         self.query_id = query_id
         self.attempts = attempts
+
+
+class BatchSinkError(SinkError):
+    """A batch could not be written after all retries (or failed with an error that is not
+    retried); ``target`` names the table."""
+
+    def __init__(self, message: str, *, target: str, batch_id: int, query_id: str, attempts: int) -> None:
+        super().__init__(message, batch_id=batch_id, query_id=query_id, attempts=attempts)
+        self.target = target
 
 
 @dataclasses.dataclass(frozen=True)

@@ -47,6 +47,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .batch import SinkError
 from .schema import RECORD_SCHEMA, TS, _prepare_panes, _prepare_records
 from .spark_delta import spark_has_delta, write_via_spark
 from .tables import _check_path, compact, latest_panes, snapshot_dataset
@@ -67,18 +68,15 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-class DeltaSinkError(RuntimeError):
+class DeltaSinkError(SinkError):
     """A batch could not be written to a Delta table after all retries.
 
     Attributes ``path``, ``batch_id``, ``query_id``, ``attempts`` describe the failure.
     """
 
     def __init__(self, message: str, *, path: str, batch_id: int, query_id: str, attempts: int) -> None:
-        super().__init__(message)
+        super().__init__(message, batch_id=batch_id, query_id=query_id, attempts=attempts)
         self.path = path
-        self.batch_id = batch_id
-        self.query_id = query_id
-        self.attempts = attempts
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,6 +31,11 @@ Failures:
 A subclass supplies the store: connect, begin / commit / rollback, savepoints, the chunk
 statement, the ledger and the rejects. :class:`eventtime.sinks.PostgresSink` is the built-in
 one.
+
+Why one module of over 400 lines: the transaction of a batch, the statement retry inside it
+and the halving that isolates refused rows share the open connection and its savepoints;
+split apart, each part would have to know the others' state. About a third is the abstract
+methods a store fills in, each with its docstring.
 """
 
 from __future__ import annotations

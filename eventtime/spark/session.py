@@ -26,6 +26,11 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 # * transformWithState only runs on the RocksDB state store provider;
 # * the stream's watermark must advance on no-data batches (the default) for ON_TIME panes
 #   to come right after the batch that made them due.
+# Hadoop's FileContext for file: paths in local mode: the engine jar's, which does not start a
+# process per checkpoint file (Hadoop's runs readlink and chmod without its native library).
+LOCAL_FILE_CONTEXT_KEY = "fs.AbstractFileSystem.file.impl"
+LOCAL_FILE_CONTEXT = "eventtime.jvm.LocalFiles$ContextFs"
+
 ENGINE_CONF = {
     "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
     "spark.sql.streaming.noDataMicroBatches.enabled": "true",
@@ -42,7 +47,9 @@ def local_session(
 
     Sets the RocksDB state store provider (required by ``transformWithState``), a small
     number of shuffle partitions, the UTC session time zone, and ``PYSPARK_PYTHON`` to the
-    running interpreter (the Python workers must import ``eventtime`` and ``pandas``).
+    running interpreter (the Python workers must import ``eventtime`` and ``pandas``). With a
+    ``local`` master, checkpoints are written through the engine jar's Hadoop ``FileContext``
+    for ``file:`` paths, which does not start a ``readlink`` / ``chmod`` process per file.
 
     >>> spark = local_session()  # doctest: +SKIP
     """
@@ -83,4 +90,7 @@ def local_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if spark.sparkContext.master.startswith("local") and not spark.sparkContext.master.startswith("local-cluster"):
+        # checkpoint files without a readlink / chmod process per call (eventtime.jvm.LocalFiles)
+        spark.sparkContext._jsc.hadoopConfiguration().set(LOCAL_FILE_CONTEXT_KEY, LOCAL_FILE_CONTEXT)
     return spark

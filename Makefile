@@ -34,9 +34,9 @@ bench: $(VENV)/.installed
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/bench_windowing.py $(BENCH_ARGS)
 
 # Two pytest processes (one per core), each with whole test files: a file's Spark session and
-# fixtures stay in one process.
+# fixtures stay in one process. Files are handed out longest first (tests/conftest.py).
 test: $(VENV)/.installed
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q -n 2 --dist loadfile
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # The pure core and unit tests only (no Spark engine run), for use between changes; CI runs `make test`.
 test-fast: $(VENV)/.installed
@@ -44,7 +44,7 @@ test-fast: $(VENV)/.installed
 
 # The Spark engine tests alone (real queries, crash / restart, local-cluster), in two processes.
 test-spark: $(VENV)/.installed
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q -n 2 --dist loadfile -m spark
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q -n 2 --dist loadfile --no-loadscope-reorder -m spark
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) example-output .pytest_cache .hypothesis .flink

@@ -105,6 +105,27 @@ def test_every_aggregation_equals_reference(spark, scenario, data):
         assert _pane_rows(got) == exp_rows
 
 
+class _Calls:
+    """Calls of the JVM's Spec and the values the Python rules give for them, answered by the
+    JVM in one round trip (InProcess.arithmetic) and compared one by one."""
+
+    def __init__(self, spark, spec) -> None:
+        self.spark, self.spec, self.calls, self.expected, self.notes = spark, spec, [], [], []
+
+    def expect(self, method: str, args: tuple, value, note=None) -> None:
+        self.calls.append([method, *args])
+        self.expected.append(value)
+        self.notes.append(note)
+
+    def check(self) -> None:
+        import json
+
+        got = json.loads(self.spark._jvm.eventtime.jvm.InProcess.arithmetic(self.spec, json.dumps(self.calls)))
+        assert len(got) == len(self.calls) > 0
+        for call, want, answer, note in zip(self.calls, self.expected, got, self.notes):
+            assert answer == want, f"Spec.{call[0]}{tuple(call[1:])} = {answer}, the Python rules give {want} {note or ''}"
+
+
 _window_params = st.integers(1, 50).flatmap(lambda size: st.tuples(
     st.just(size), st.integers(1, size), st.integers(-100, 100), st.integers(0, 60)))
 
@@ -130,17 +151,19 @@ def test_jvm_window_arithmetic_is_the_python_rules(spark, params, timestamps, wa
     record = T.StructType([T.StructField("key", T.StringType())])
     spec = spark._jvm.eventtime.jvm.Spec(json.dumps(
         engine_spec(window, config, record, output_schema([record["key"]], []), ["key"], (), bounded=False)))
+    calls = _Calls(spark, spec)
     for ts in timestamps:
         for t in (ts, ts - 1, ts + 1, window.slice_start(ts), window.slice_start(ts) - 1):
             windows = window.assign(t)
-            assert spec.sliceOf(t) == window.slice_start(t)
-            assert spec.firstWindowOf(t) == sorted(w.start_ms for w in windows)[0]
-            assert spec.maxTs(windows[0].start_ms) == windows[0].max_timestamp_ms
+            calls.expect("sliceOf", (t,), window.slice_start(t))
+            calls.expect("firstWindowOf", (t,), sorted(w.start_ms for w in windows)[0])
+            calls.expect("maxTs", (windows[0].start_ms,), windows[0].max_timestamp_ms)
             for w in (watermark, *(x.max_timestamp_ms + lateness + d for x in windows for d in (-1, 0))):
-                assert spec.isLive(t, w) == any(not is_expired(x, w, lateness) for x in windows), (t, w)
+                calls.expect("isLive", (t, w), any(not is_expired(x, w, lateness) for x in windows))
         start = window.slice_start(ts)
-        assert list(spec.windowsOfSlice(start)) == sorted(w.start_ms for w in window.windows_of_slice(start))
-        assert list(spec.windowsOfSlice(start)) == sorted(w.start_ms for w in window.assign(start + window.slice_ms - 1))
+        calls.expect("windowsOfSlice", (start,), sorted(w.start_ms for w in window.windows_of_slice(start)))
+        calls.expect("windowsOfSlice", (start,), sorted(w.start_ms for w in window.assign(start + window.slice_ms - 1)))
+    calls.check()
 
 
 # 2024 in Berlin (DST on 31 March and 27 October), New York (10 March, 3 November), a zone whose
@@ -175,19 +198,22 @@ def test_jvm_calendar_arithmetic_is_the_python_rules(spark, params, offsets, wat
     record = T.StructType([T.StructField("key", T.StringType())])
     spec = spark._jvm.eventtime.jvm.Spec(json.dumps(
         engine_spec(window, config, record, output_schema([record["key"]], []), ["key"], (), bounded=False)))
+    calls = _Calls(spark, spec)
     for offset in offsets:
         ts = _CAL_BASE_MS + offset
         (w,) = window.assign(ts)
         for t in (ts, w.start_ms, w.start_ms - 1, w.end_ms - 1, w.end_ms):
             (x,) = window.assign(t)
             assert x.start_ms <= t < x.end_ms
-            assert spec.sliceOf(t) == x.start_ms == window.slice_start(t), (tz, unit, t)
-            assert spec.firstWindowOf(t) == x.start_ms
-            assert spec.windowEnd(x.start_ms) == x.end_ms
-            assert spec.lastWindowEnd(t) == x.end_ms
-            assert list(spec.windowsOfSlice(x.start_ms)) == [x.start_ms]
+            assert window.slice_start(t) == x.start_ms, (tz, unit, t)
+            calls.expect("sliceOf", (t,), x.start_ms, (tz, unit))
+            calls.expect("firstWindowOf", (t,), x.start_ms)
+            calls.expect("windowEnd", (x.start_ms,), x.end_ms)
+            calls.expect("lastWindowEnd", (t,), x.end_ms)
+            calls.expect("windowsOfSlice", (x.start_ms,), [x.start_ms])
             for wm in (_CAL_BASE_MS + watermark_offset, x.max_timestamp_ms + lateness - 1, x.max_timestamp_ms + lateness):
-                assert spec.isLive(t, wm) == (not is_expired(x, wm, lateness)), (t, wm)
+                calls.expect("isLive", (t, wm), not is_expired(x, wm, lateness))
+    calls.check()
 
 
 def test_session_timers_read_only_the_keys_that_are_due_not_every_key(spark):

@@ -213,7 +213,8 @@ def _string_ms(s: Column, unit: Optional[str], fmt: Optional[str], prefix: str, 
         off = F.col(f"{prefix}_off")
     off_norm = (
         F.when(off == "", F.lit("+00:00"))
-        .when(F.upper(off) == "Z", F.lit("+00:00"))
+        # not upper(): Spark's ICU case mapping loads ICU's data on first use (~2 s per JVM)
+        .when(off.isin("Z", "z"), F.lit("+00:00"))
         .when(F.length(off) == 3, F.concat(off, F.lit(":00")))
         .when(F.length(off) == 5, F.concat(F.substring(off, 1, 3), F.lit(":"), F.substring(off, 4, 2)))
         .otherwise(off)

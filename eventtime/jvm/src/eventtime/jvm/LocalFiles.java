@@ -24,7 +24,7 @@ import org.apache.hadoop.io.nativeio.NativeIO;
  * {@code file:} paths) without a process per call. Without Hadoop's native library (pyspark's
  * wheel has none), {@code RawLocalFileSystem} runs {@code readlink} for every
  * {@code getFileLinkStatus} (twice per checkpoint rename) and {@code chmod} for every file it
- * creates: about 2 100 processes for one 13-batch test query, measured with JFR. Here a plain
+ * creates: 2 124 processes in a session running a 13-batch test query three times (JFR). Here a plain
  * file's link status is its status (what Hadoop returns too: its {@code readlink} of a
  * {@code file:} URI always fails) and permissions are set with {@code java.nio}; symbolic
  * links, sticky / set-id bits and a loaded native library take Hadoop's own path.

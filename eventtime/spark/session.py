@@ -26,15 +26,15 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 # * transformWithState only runs on the RocksDB state store provider;
 # * the stream's watermark must advance on no-data batches (the default) for ON_TIME panes
 #   to come right after the batch that made them due.
-# Hadoop's FileContext for file: paths in local mode: the engine jar's, which does not start a
-# process per checkpoint file (Hadoop's runs readlink and chmod without its native library).
-LOCAL_FILE_CONTEXT_KEY = "fs.AbstractFileSystem.file.impl"
-LOCAL_FILE_CONTEXT = "eventtime.jvm.LocalFiles$ContextFs"
-
 ENGINE_CONF = {
     "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
     "spark.sql.streaming.noDataMicroBatches.enabled": "true",
 }
+
+# Hadoop's FileContext for file: paths in local mode: the engine jar's, which does not start a
+# process per checkpoint file (Hadoop's runs readlink and chmod without its native library).
+LOCAL_FILE_CONTEXT_KEY = "fs.AbstractFileSystem.file.impl"
+LOCAL_FILE_CONTEXT = "eventtime.jvm.LocalFiles$ContextFs"
 
 
 def local_session(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Optional, Sequence
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -303,7 +303,7 @@ def window_aggregate(
             cls.otherwise(F.lit(CLS_DATA)).alias("et__cls"),
             reason.alias("et__reason"),
             F.col("__et_raw").alias("et__raw"),
-            (F.col(partition_col).cast("string") if partition_col else F.lit(None).cast("string")).alias("et__part"),
+            _partition_column(schema, partition_col).alias("et__part"),
             (F.col(offset_col).cast("long") if offset_col else F.lit(None).cast("long")).alias("et__off"),
             F.struct(*[F.col(c) for c in user_cols]).alias(C_REC),
             *[F.col(k).alias(f"et__k{i}") for i, k in enumerate(keys)],
@@ -364,6 +364,16 @@ def window_aggregate(
         return raw.select(*cols, F.col(C_REC))
 
     return apply
+
+
+def _partition_column(schema: T.StructType, partition_col: Optional[str]) -> Column:
+    """The partition column as the map side reads it: integers and strings as they are (the
+    engine writes Java's text of them, which is Spark's), any other type as Spark's text."""
+    if partition_col is None:
+        return F.lit(None).cast("string")
+    if isinstance(schema[partition_col].dataType, (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.StringType)):
+        return F.col(partition_col)
+    return F.col(partition_col).cast("string")
 
 
 def timestamp_ms(column):

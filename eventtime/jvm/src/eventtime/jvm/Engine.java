@@ -19,7 +19,7 @@ public final class Engine {
   public static Dataset<Row> apply(Dataset<Row> input, String specJson) {
     Spec spec = new Spec(specJson);
     StructType opSchema = Layout.operatorSchema(spec);
-    Dataset<Row> mapped = withoutFoldedRecords(input, spec).mapPartitions(new Mapper(spec), Encoders.row(opSchema));
+    Dataset<Row> mapped = mapInput(input, spec).mapPartitions(new Mapper(spec), Encoders.row(opSchema));
     return mapped
         .groupBy(functions.col("et__g"), functions.col("et__b"))
         .as(Encoders.row(Layout.groupSchema(spec)), Encoders.row(opSchema))
@@ -35,7 +35,66 @@ public final class Engine {
   /** The map side alone (statistics, pass-through, map-side combine): the operator's input. */
   public static Dataset<Row> mapSide(Dataset<Row> input, String specJson) {
     Spec spec = new Spec(specJson);
-    return withoutFoldedRecords(input, spec).mapPartitions(new Mapper(spec), Encoders.row(Layout.operatorSchema(spec)));
+    return mapInput(input, spec).mapPartitions(new Mapper(spec), Encoders.row(Layout.operatorSchema(spec)));
+  }
+
+  /**
+   * The rows the {@link Mapper} reads: without those {@link Fold} consumed in the input's own
+   * generated code, when every column it reads has a plain type (the same Java value in a UDF
+   * argument as in a {@code Row}); else every row, the record nulled where it is not needed.
+   */
+  static Dataset<Row> mapInput(Dataset<Row> input, Spec spec) {
+    StructType schema = input.schema();
+    int nk = spec.keyFields.length, na = spec.aggKinds.length;
+    if (3 + nk + na > Fold.MAX_ARGS) return withoutFoldedRecords(input, spec);
+    java.util.List<Column> args = new java.util.ArrayList<>();
+    args.add(input.col("et__ms"));
+    args.add(input.col("et__cls"));
+    args.add(input.col("et__part"));
+    for (int i = 0; i < nk + na; i++) {
+      org.apache.spark.sql.types.StructField f = schema.fields()[Layout.IN_K0 + i];
+      if (!plain(f.dataType())) return withoutFoldedRecords(input, spec);
+      args.add(input.col(f.name()));
+    }
+    if (!plain(schema.fields()[Layout.IN_PART].dataType())) return withoutFoldedRecords(input, spec);
+    UserDefinedFunction fold = udf(new Fold(spec), args.size()).asNondeterministic();
+    return input.filter(functions.not(fold.apply(args.toArray(new Column[0]))));
+  }
+
+  private static boolean plain(org.apache.spark.sql.types.DataType t) {
+    return t instanceof org.apache.spark.sql.types.NumericType
+        || t instanceof org.apache.spark.sql.types.StringType
+        || t instanceof org.apache.spark.sql.types.BooleanType
+        || t instanceof org.apache.spark.sql.types.BinaryType
+        || t instanceof org.apache.spark.sql.types.NullType;
+  }
+
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  private static UserDefinedFunction udf(Fold f, int arity) {
+    org.apache.spark.sql.types.DataType b = DataTypes.BooleanType;
+    switch (arity) {
+      case 3: return functions.udf((org.apache.spark.sql.api.java.UDF3) f, b);
+      case 4: return functions.udf((org.apache.spark.sql.api.java.UDF4) f, b);
+      case 5: return functions.udf((org.apache.spark.sql.api.java.UDF5) f, b);
+      case 6: return functions.udf((org.apache.spark.sql.api.java.UDF6) f, b);
+      case 7: return functions.udf((org.apache.spark.sql.api.java.UDF7) f, b);
+      case 8: return functions.udf((org.apache.spark.sql.api.java.UDF8) f, b);
+      case 9: return functions.udf((org.apache.spark.sql.api.java.UDF9) f, b);
+      case 10: return functions.udf((org.apache.spark.sql.api.java.UDF10) f, b);
+      case 11: return functions.udf((org.apache.spark.sql.api.java.UDF11) f, b);
+      case 12: return functions.udf((org.apache.spark.sql.api.java.UDF12) f, b);
+      case 13: return functions.udf((org.apache.spark.sql.api.java.UDF13) f, b);
+      case 14: return functions.udf((org.apache.spark.sql.api.java.UDF14) f, b);
+      case 15: return functions.udf((org.apache.spark.sql.api.java.UDF15) f, b);
+      case 16: return functions.udf((org.apache.spark.sql.api.java.UDF16) f, b);
+      case 17: return functions.udf((org.apache.spark.sql.api.java.UDF17) f, b);
+      case 18: return functions.udf((org.apache.spark.sql.api.java.UDF18) f, b);
+      case 19: return functions.udf((org.apache.spark.sql.api.java.UDF19) f, b);
+      case 20: return functions.udf((org.apache.spark.sql.api.java.UDF20) f, b);
+      case 21: return functions.udf((org.apache.spark.sql.api.java.UDF21) f, b);
+      case 22: return functions.udf((org.apache.spark.sql.api.java.UDF22) f, b);
+      default: throw new IllegalArgumentException("eventtime: " + arity + " map-side arguments (3 to 22)");
+    }
   }
 
   /**

@@ -1,12 +1,10 @@
 package eventtime.jvm;
 
-import java.nio.ByteBuffer;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.Iterator;
-import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.NoSuchElementException;
+import java.util.Objects;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.sql.Row;
@@ -68,97 +66,143 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
     return Long.parseLong(parts[3]);
   }
 
-  static final class GroupKey {
-    final Object[] keys;
-    final long slice;
-    final int hash;
+  /**
+   * The map-side combine's table: one entry per (user key, slice), open addressing on a 64-bit
+   * hash kept in a primitive array, so that a row's lookup allocates nothing and touches an entry
+   * (its key and accumulators) only when the hashes match. Keys compare as {@link Objects#equals}
+   * except binary keys, which compare by content.
+   */
+  static final class Partials {
+    static final class Entry {
+      final long slice;
+      final Object[] keys;
+      final Acc[] accs;
 
-    GroupKey(Object[] keys, long slice) {
-      this.keys = keys;
-      this.slice = slice;
-      // mixed (murmur3's finalizer), so that near-consecutive key hashes ("user0001", "user0002")
-      // and slices one window apart spread over the whole table
-      long h = Arrays.hashCode(keys) * 0x9E3779B97F4A7C15L + slice;
-      h = (h ^ (h >>> 33)) * 0xFF51AFD7ED558CCDL;
-      h = (h ^ (h >>> 33)) * 0xC4CEB9FE1A85EC53L;
-      this.hash = (int) (h ^ (h >>> 33));
+      Entry(long slice, Object[] keys, Acc[] accs) {
+        this.slice = slice;
+        this.keys = keys;
+        this.accs = accs;
+      }
     }
 
-    @Override
-    public int hashCode() {
-      return hash;
+    private long[] hashes = new long[1024];  // 0 = empty slot
+    private Entry[] entries = new Entry[1024];
+    private int size;
+
+    static long hash(Object[] src, int k0, int nk, long slice) {
+      long h = 0x9E3779B97F4A7C15L + slice;
+      for (int i = 0; i < nk; i++) {
+        Object k = src[k0 + i];
+        int e = k == null ? 0 : k instanceof byte[] ? Arrays.hashCode((byte[]) k) : k.hashCode();
+        h = (h ^ e) * 0xFF51AFD7ED558CCDL;
+        h ^= h >>> 33;
+      }
+      h *= 0xC4CEB9FE1A85EC53L;
+      h ^= h >>> 33;
+      return h == 0 ? 1 : h;
     }
 
-    @Override
-    public boolean equals(Object o) {
-      if (!(o instanceof GroupKey)) return false;
-      GroupKey g = (GroupKey) o;
-      return slice == g.slice && Arrays.equals(keys, g.keys);
+    private static boolean sameKeys(Object[] keys, Object[] src, int k0) {
+      for (int i = 0; i < keys.length; i++) {
+        Object a = keys[i], b = src[k0 + i];
+        if (a instanceof byte[]) {
+          if (!(b instanceof byte[]) || !Arrays.equals((byte[]) a, (byte[]) b)) return false;
+        } else if (!Objects.equals(a, b)) {
+          return false;
+        }
+      }
+      return true;
+    }
+
+    /** The accumulators of (the keys src[k0 .. k0 + nk), slice), created empty on first use. */
+    Acc[] get(Object[] src, int k0, int nk, long slice, int na) {
+      long h = hash(src, k0, nk, slice);
+      int mask = hashes.length - 1;
+      for (int i = (int) h & mask; ; i = (i + 1) & mask) {
+        long at = hashes[i];
+        if (at == 0) {
+          Object[] keys = Arrays.copyOfRange(src, k0, k0 + nk);
+          Acc[] accs = new Acc[na];
+          for (int j = 0; j < na; j++) accs[j] = new Acc();
+          hashes[i] = h;
+          entries[i] = new Entry(slice, keys, accs);
+          if (++size * 2 > hashes.length) grow();
+          return accs;
+        }
+        if (at == h) {
+          Entry e = entries[i];
+          if (e.slice == slice && sameKeys(e.keys, src, k0)) return e.accs;
+        }
+      }
+    }
+
+    private void grow() {
+      long[] oldHashes = hashes;
+      Entry[] oldEntries = entries;
+      hashes = new long[oldHashes.length * 2];
+      entries = new Entry[oldHashes.length * 2];
+      int mask = hashes.length - 1;
+      for (int i = 0; i < oldHashes.length; i++) {
+        if (oldHashes[i] == 0) continue;
+        int j = (int) oldHashes[i] & mask;
+        while (hashes[j] != 0) j = (j + 1) & mask;
+        hashes[j] = oldHashes[i];
+        entries[j] = oldEntries[i];
+      }
+    }
+
+    int size() {
+      return size;
+    }
+
+    /** Every entry, in table order; the table is empty afterwards. */
+    java.util.List<Entry> drain() {
+      java.util.List<Entry> out = new java.util.ArrayList<>(size);
+      for (Entry e : entries) if (e != null) out.add(e);
+      hashes = new long[16];
+      entries = new Entry[16];
+      size = 0;
+      return out;
     }
   }
 
   @Override
   public Iterator<Row> call(Iterator<Row> input) {
     final Layout lay = new Layout(spec);
-    final Long watermark = knownWatermark != null ? knownWatermark : batchWatermark(spec);
-    // in-process runs (global watermark): the running maximum is W + B once W moved
-    final Long runningMax = knownWatermark != null
-        ? (!spec.publishedWatermark && knownWatermark > 0 ? knownWatermark + spec.maxOutOfOrdernessMs : null)
-        : batchRunningMax(spec);
-    final Map<String, long[]> stats = new LinkedHashMap<>();
-    // per partition: rows, max valid event time, then (when there is a running maximum) the
-    // delays of its valid records behind it, counted per Spec.delayBin
-    final int width = runningMax == null ? 2 : 2 + Spec.DELAY_BINS;
-    final long[] nullPartition = newStats(width);
-    final Map<GroupKey, Object[]> partials = new HashMap<>();
+    final MapTask task = knownWatermark != null ? new MapTask(spec, knownWatermark) : MapTask.open(spec);
     final int nk = lay.nk, na = lay.na;
+    // the row's keys then aggregated values, as MapTask.fold reads them
+    final Object[] scratch = new Object[nk + na];
 
     return new Iterator<Row>() {
       private Row pending;
       private Iterator<Row> tail;
-      /** 0, or the class of the rows sent to every bucket at the end (TICK, or END which wins). */
-      private int wakeAll;
 
       private Row process(Row r) {
         int cls = r.getInt(Layout.IN_CLS);
         if (cls == Layout.CONTROL || cls == Layout.TICK) {
-          // per-partition watermarks: every bucket must sweep to the published W (or to the end)
-          if (spec.publishedWatermark) wakeAll = cls == Layout.CONTROL ? Layout.END : Math.max(wakeAll, Layout.TICK);
+          task.wake(cls);
           return null;
         }
-        String partition = r.isNullAt(Layout.IN_PART) ? null : r.getString(Layout.IN_PART);
-        long[] st = partition == null ? nullPartition : stats.computeIfAbsent(partition, p -> newStats(width));
-        st[0]++;
-        long ms = r.isNullAt(Layout.IN_MS) ? 0 : r.getLong(Layout.IN_MS);
-        if (cls != Layout.INVALID && ms > st[1]) st[1] = ms;
+        Long ms = r.isNullAt(Layout.IN_MS) ? null : r.getLong(Layout.IN_MS);
+        task.count(r.get(Layout.IN_PART), cls, ms);
         if (cls == Layout.HEARTBEAT) return null;
-        if (cls == Layout.DATA && runningMax != null) {
-          st[2 + Spec.delayBin(runningMax - ms)]++;
-        }
         Row rec = r.isNullAt(Layout.IN_REC) ? null : r.getStruct(Layout.IN_REC);
+        if (cls == Layout.INVALID) return passRow(Layout.PASS, keysOf(r), Layout.INVALID, null, r, rec);
+        // a data row without its record was judged live under this batch's watermark (Live)
+        if (rec == null || task.foldable(ms)) {
+          for (int i = 0; i < nk; i++) scratch[i] = r.get(Layout.IN_K0 + i);
+          for (int i = 0; i < na; i++) scratch[nk + i] = spec.aggFields[i] < 0 ? null : r.get(lay.inA0 + i);
+          task.fold(scratch, 0, ms);
+          return null;
+        }
+        return passRow(Layout.KEYED, keysOf(r), Layout.DATA, ms, r, rec);
+      }
+
+      private Object[] keysOf(Row r) {
         Object[] keys = new Object[nk];
         for (int i = 0; i < nk; i++) keys[i] = r.get(Layout.IN_K0 + i);
-        if (cls == Layout.INVALID) return passRow(Layout.PASS, keys, Layout.INVALID, null, r, rec);
-        // a data row without its record was judged live under this batch's watermark (Live)
-        if (rec == null || (watermark != null && spec.foldable(ms, watermark))) {
-          Object[] hashable = new Object[nk];
-          for (int i = 0; i < nk; i++) hashable[i] = keys[i] instanceof byte[] ? ByteBuffer.wrap((byte[]) keys[i]) : keys[i];
-          long slice = spec.sliceOf(ms);
-          GroupKey group = new GroupKey(hashable, slice);
-          Object[] entry = partials.get(group);
-          if (entry == null) {
-            Acc[] accs = new Acc[na];
-            for (int i = 0; i < na; i++) accs[i] = new Acc();
-            entry = new Object[] {keys, accs};
-            partials.put(group, entry);
-          }
-          Acc[] accs = (Acc[]) entry[1];
-          for (int i = 0; i < na; i++) {
-            accs[i].add(spec, i, spec.aggFields[i] < 0 ? null : r.get(lay.inA0 + i), ms);
-          }
-          return null;
-        }
-        return passRow(Layout.KEYED, keys, Layout.DATA, ms, r, rec);
+        return keys;
       }
 
       private Row passRow(int group, Object[] keys, int cls, Long ms, Row r, Row rec) {
@@ -168,7 +212,7 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
         System.arraycopy(keys, 0, o, Layout.K0, nk);
         o[lay.cls] = cls;
         o[lay.ms] = ms;
-        o[lay.part] = r.get(Layout.IN_PART);
+        o[lay.part] = partitionText(r.get(Layout.IN_PART));
         o[lay.off] = r.get(Layout.IN_OFF);
         o[lay.reason] = r.get(Layout.IN_REASON);
         o[lay.raw] = r.get(Layout.IN_RAW);
@@ -177,28 +221,27 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
       }
 
       private Iterator<Row> finish() {
-        java.util.List<Row> rows = new java.util.ArrayList<>(partials.size() + stats.size() + 1);
-        for (Map.Entry<GroupKey, Object[]> e : partials.entrySet()) {
+        task.close();
+        java.util.List<Row> rows = new java.util.ArrayList<>(task.partials.size() + task.stats.size() + 1 + spec.buckets);
+        for (Partials.Entry e : task.partials.drain()) {
           Object[] o = new Object[lay.width];
-          Object[] keys = (Object[]) e.getValue()[0];
           o[0] = Layout.KEYED;
-          o[1] = spec.bucketOf(keys);
-          System.arraycopy(keys, 0, o, Layout.K0, nk);
+          o[1] = spec.bucketOf(e.keys);
+          System.arraycopy(e.keys, 0, o, Layout.K0, nk);
           o[lay.cls] = Layout.PARTIAL;
-          o[lay.ms] = e.getKey().slice;
-          o[lay.p0] = Acc.encode(spec, (Acc[]) e.getValue()[1]);
+          o[lay.ms] = e.slice;
+          o[lay.p0] = Acc.encode(spec, e.accs);
           rows.add(RowFactory.create(o));
         }
-        for (int b = 0; wakeAll != 0 && b < spec.buckets; b++) {
+        for (int b = 0; task.wakeAll != 0 && b < spec.buckets; b++) {
           Object[] o = new Object[lay.width];
           o[0] = Layout.KEYED;
           o[1] = b;
-          o[lay.cls] = wakeAll;
+          o[lay.cls] = task.wakeAll;
           rows.add(RowFactory.create(o));
         }
-        if (nullPartition[0] > 0) rows.add(statsRow(null, nullPartition));
-        for (Map.Entry<String, long[]> e : stats.entrySet()) rows.add(statsRow(e.getKey(), e.getValue()));
-        partials.clear();
+        if (task.nullPartition[0] > 0) rows.add(statsRow(null, task.nullPartition));
+        for (Map.Entry<Object, long[]> e : task.stats.entrySet()) rows.add(statsRow(partitionText(e.getKey()), e.getValue()));
         return rows.iterator();
       }
 
@@ -251,10 +294,9 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
     };
   }
 
-  private static long[] newStats(int width) {
-    long[] st = new long[width];
-    st[1] = Long.MIN_VALUE;
-    return st;
+  /** The partition column's text: Java's text of an integer (the same as Spark's), else the text as given. */
+  static String partitionText(Object partition) {
+    return partition == null ? null : partition.toString();
   }
 
   /** The accumulators of a partial row (class PARTIAL) of the operator input. */

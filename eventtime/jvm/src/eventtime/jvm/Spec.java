@@ -55,6 +55,8 @@ public final class Spec implements Serializable {
   public final int[] aggDecimalScale;
   /** The user's columns as one struct (the late / invalid record's payload). */
   public final StructType recordType;
+  /** Unique per plan (per Engine call): the map side's per-task state is found by task and plan. */
+  public final String planId = java.util.UUID.randomUUID().toString();
   /** The operator output: kind, keys, window fields, aggregations, record fields, et__rec. */
   public final StructType outputType;
   /** Local property carrying "queryId:batchId:watermark" for the map-side combine. */

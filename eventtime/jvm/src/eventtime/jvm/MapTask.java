@@ -1,0 +1,116 @@
+package eventtime.jvm;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import org.apache.spark.TaskContext;
+
+/**
+ * The map side's state in one task: per-partition statistics and the map-side combine's table.
+ *
+ * <p>Two callers share it within a task: the {@link Fold} predicate, which consumes the rows it
+ * can (heartbeats, live data rows) while Spark's generated code reads the input, and the {@link
+ * Mapper}, which gets every other row and writes the task's output when its input ends. The
+ * mapper opens it when the task starts reading ({@link #open}); the predicate finds it by task
+ * attempt and plan ({@link #current}).
+ */
+final class MapTask {
+  private static final Map<String, MapTask> OPEN = new ConcurrentHashMap<>();
+
+  final Spec spec;
+  /** This batch's watermark when known exactly, else null (nothing is combined). */
+  final Long watermark;
+  /** The largest valid event time of the earlier batches (for the delay histograms), or null. */
+  final Long runningMax;
+  /** Per partition: rows, max valid event time, then the delays behind runningMax per Spec.delayBin. */
+  final Map<Object, long[]> stats = new LinkedHashMap<>();
+  final long[] nullPartition;
+  final Mapper.Partials partials = new Mapper.Partials();
+  /** 0, or the class of the rows sent to every bucket at the end (TICK, or END which wins). */
+  int wakeAll;
+  private final int width;
+  private final String registeredAs;
+  private Object lastPartition;
+  private long[] lastStats;
+
+  private MapTask(Spec spec, Long watermark, Long runningMax, String registeredAs) {
+    this.spec = spec;
+    this.watermark = watermark;
+    this.runningMax = runningMax;
+    this.width = runningMax == null ? 2 : 2 + Spec.DELAY_BINS;
+    this.nullPartition = newStats(width);
+    this.registeredAs = registeredAs;
+  }
+
+  /** A task told the batch's watermark directly (the in-process runner, {@link InProcess}). */
+  MapTask(Spec spec, long knownWatermark) {
+    // in-process runs (global watermark): the running maximum is W + B once W moved
+    this(spec, knownWatermark,
+        !spec.publishedWatermark && knownWatermark > 0 ? knownWatermark + spec.maxOutOfOrdernessMs : null, null);
+  }
+
+  private static String id(Spec spec, TaskContext tc) {
+    return tc.taskAttemptId() + "/" + spec.planId;
+  }
+
+  /** The state of this task (outside a Spark task: a private one), registered until {@link #close}. */
+  static MapTask open(Spec spec) {
+    TaskContext tc = TaskContext.get();
+    if (tc == null) return new MapTask(spec, Mapper.batchWatermark(spec), Mapper.batchRunningMax(spec), null);
+    String id = id(spec, tc);
+    MapTask task = new MapTask(spec, Mapper.batchWatermark(spec), Mapper.batchRunningMax(spec), id);
+    OPEN.put(id, task);
+    tc.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) context -> OPEN.remove(id));
+    return task;
+  }
+
+  /** The state the mapper of this task and plan opened, or null. */
+  static MapTask current(Spec spec) {
+    TaskContext tc = TaskContext.get();
+    return tc == null ? null : OPEN.get(id(spec, tc));
+  }
+
+  void close() {
+    if (registeredAs != null) OPEN.remove(registeredAs);
+  }
+
+  boolean foldable(Long ms) {
+    return ms != null && watermark != null && spec.foldable(ms, watermark);
+  }
+
+  /** Counts a row (any class but control and tick) in its partition's statistics. */
+  void count(Object partition, int cls, Long ms) {
+    long[] st;
+    if (partition == null) {
+      st = nullPartition;
+    } else if (partition.equals(lastPartition)) {
+      st = lastStats;
+    } else {
+      st = stats.computeIfAbsent(partition, p -> newStats(width));
+      lastPartition = partition;
+      lastStats = st;
+    }
+    st[0]++;
+    long m = ms == null ? 0 : ms;
+    if (cls != Layout.INVALID && m > st[1]) st[1] = m;
+    if (cls == Layout.DATA && runningMax != null) st[2 + Spec.delayBin(runningMax - m)]++;
+  }
+
+  /** Folds a live data row: its keys at src[k0 ..], then its aggregated values. */
+  void fold(Object[] src, int k0, long ms) {
+    int nk = spec.keyFields.length, na = spec.aggKinds.length;
+    Acc[] accs = partials.get(src, k0, nk, spec.sliceOf(ms), na);
+    for (int i = 0; i < na; i++) accs[i].add(spec, i, src[k0 + nk + i], ms);
+  }
+
+  /** A control or tick row: with per-partition watermarks every bucket must sweep at the end. */
+  void wake(int cls) {
+    if (spec.publishedWatermark) wakeAll = cls == Layout.CONTROL ? Layout.END : Math.max(wakeAll, Layout.TICK);
+  }
+
+  private static long[] newStats(int width) {
+    long[] st = new long[width];
+    st[1] = Long.MIN_VALUE;
+    return st;
+  }
+}

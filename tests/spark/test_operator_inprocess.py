@@ -282,3 +282,4 @@ def test_delay_histograms_count_each_valid_record_behind_the_running_maximum(spa
         if valid:
             # (this module imports eventtime's max aggregation)
             running_max = sorted([ts for _, ts in valid] + ([] if running_max is None else [running_max]))[-1]
+

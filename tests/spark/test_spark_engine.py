@@ -110,6 +110,30 @@ def test_record_far_behind_the_watermark_reaches_the_late_output(spark):
     assert diff_outputs(run_reference(parse_scenario(scenario)), out) is None
 
 
+# Keys the map-side combine packs into two longs (at most 15 Latin-1 characters) and keys it
+# does not, chosen so that a wrong packing or comparison would merge two of them. Pairs with
+# equal Java hash codes ("Aa" and "BB") reach the comparison itself; the others differ at the
+# first or last character of each packed word, in length (15 / 16), by a trailing NUL, or
+# above U+00FF; and the null key.
+TRICKY_KEYS = ["", "\x00", "a\x00", "Aa", "BB", "AaBB", "BBAa", "abcdefAa", "abcdefBB", "abcdefghijklmAa",
+               "abcdefghijklmBB", "abcdefghijklmnAa", "abcdefghijklmnBB", "abcdefgh", "abcdefghijklmno",
+               "abcdefghijklmnp", "\u00e9t\u00e9", "\u00ff", "\u0100", "\u65e5\u672cAa", "\u65e5\u672cBB", None]
+
+
+@pytest.mark.parametrize("key_type", ["string", "bigint"])
+def test_map_side_combine_keeps_keys_apart(spark, key_type):
+    """All rows in one task, all live: the map-side combine's table (Partials.java) folds them,
+    and every key keeps its own count and sum."""
+    keys = TRICKY_KEYS if key_type == "string" else [0, 1, -1, 2**31, -(2**31) - 1, 2**63 - 1, -(2**63), 255, 254, None]
+    rows = [(k, 1_000 + j, i) for i, k in enumerate(keys) for j in range(i + 1)]
+    df = spark.createDataFrame(rows, f"k {key_type}, ts bigint, v bigint").coalesce(1)
+    out = (df.transform(eventtime.with_event_time("ts", unit="ms", min_valid=1))
+             .transform(eventtime.window_aggregate(keys=["k"], window=eventtime.Tumbling(10_000),
+                                                   aggregations=[eventtime.count(), eventtime.sum("v", "s")])))
+    panes = {r["k"]: (r["count"], r["s"]) for r in out.where("kind = 'pane'").collect()}
+    assert panes == {k: (i + 1, i * (i + 1)) for i, k in enumerate(keys)}
+
+
 NOW = 1_700_000_000_000
 MIN_VALID = 946_684_800_000
 MAX_FUTURE = 3_600_000

@@ -25,7 +25,7 @@ final class MapTask {
   /** Per partition: rows, max valid event time, then the delays behind runningMax per Spec.delayBin. */
   final Map<Object, long[]> stats = new LinkedHashMap<>();
   final long[] nullPartition;
-  final Mapper.Partials partials = new Mapper.Partials();
+  final Partials partials = new Partials();
   /** 0, or the class of the rows sent to every bucket at the end (TICK, or END which wins). */
   int wakeAll;
   private final int width;

@@ -1,10 +1,8 @@
 package eventtime.jvm;
 
-import java.util.Arrays;
 import java.util.Iterator;
 import java.util.Map;
 import java.util.NoSuchElementException;
-import java.util.Objects;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.sql.Row;
@@ -64,106 +62,6 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
     String[] parts = value.split(":");
     if (parts.length != 4 || !parts[0].equals(query) || !parts[1].equals(batch) || parts[3].isEmpty()) return null;
     return Long.parseLong(parts[3]);
-  }
-
-  /**
-   * The map-side combine's table: one entry per (user key, slice), open addressing on a 64-bit
-   * hash kept in a primitive array, so that a row's lookup allocates nothing and touches an entry
-   * (its key and accumulators) only when the hashes match. Keys compare as {@link Objects#equals}
-   * except binary keys, which compare by content.
-   */
-  static final class Partials {
-    static final class Entry {
-      final long slice;
-      final Object[] keys;
-      final Acc[] accs;
-
-      Entry(long slice, Object[] keys, Acc[] accs) {
-        this.slice = slice;
-        this.keys = keys;
-        this.accs = accs;
-      }
-    }
-
-    private long[] hashes = new long[1024];  // 0 = empty slot
-    private Entry[] entries = new Entry[1024];
-    private int size;
-
-    static long hash(Object[] src, int k0, int nk, long slice) {
-      long h = 0x9E3779B97F4A7C15L + slice;
-      for (int i = 0; i < nk; i++) {
-        Object k = src[k0 + i];
-        int e = k == null ? 0 : k instanceof byte[] ? Arrays.hashCode((byte[]) k) : k.hashCode();
-        h = (h ^ e) * 0xFF51AFD7ED558CCDL;
-        h ^= h >>> 33;
-      }
-      h *= 0xC4CEB9FE1A85EC53L;
-      h ^= h >>> 33;
-      return h == 0 ? 1 : h;
-    }
-
-    private static boolean sameKeys(Object[] keys, Object[] src, int k0) {
-      for (int i = 0; i < keys.length; i++) {
-        Object a = keys[i], b = src[k0 + i];
-        if (a instanceof byte[]) {
-          if (!(b instanceof byte[]) || !Arrays.equals((byte[]) a, (byte[]) b)) return false;
-        } else if (!Objects.equals(a, b)) {
-          return false;
-        }
-      }
-      return true;
-    }
-
-    /** The accumulators of (the keys src[k0 .. k0 + nk), slice), created empty on first use. */
-    Acc[] get(Object[] src, int k0, int nk, long slice, int na) {
-      long h = hash(src, k0, nk, slice);
-      int mask = hashes.length - 1;
-      for (int i = (int) h & mask; ; i = (i + 1) & mask) {
-        long at = hashes[i];
-        if (at == 0) {
-          Object[] keys = Arrays.copyOfRange(src, k0, k0 + nk);
-          Acc[] accs = new Acc[na];
-          for (int j = 0; j < na; j++) accs[j] = new Acc();
-          hashes[i] = h;
-          entries[i] = new Entry(slice, keys, accs);
-          if (++size * 2 > hashes.length) grow();
-          return accs;
-        }
-        if (at == h) {
-          Entry e = entries[i];
-          if (e.slice == slice && sameKeys(e.keys, src, k0)) return e.accs;
-        }
-      }
-    }
-
-    private void grow() {
-      long[] oldHashes = hashes;
-      Entry[] oldEntries = entries;
-      hashes = new long[oldHashes.length * 2];
-      entries = new Entry[oldHashes.length * 2];
-      int mask = hashes.length - 1;
-      for (int i = 0; i < oldHashes.length; i++) {
-        if (oldHashes[i] == 0) continue;
-        int j = (int) oldHashes[i] & mask;
-        while (hashes[j] != 0) j = (j + 1) & mask;
-        hashes[j] = oldHashes[i];
-        entries[j] = oldEntries[i];
-      }
-    }
-
-    int size() {
-      return size;
-    }
-
-    /** Every entry, in table order; the table is empty afterwards. */
-    java.util.List<Entry> drain() {
-      java.util.List<Entry> out = new java.util.ArrayList<>(size);
-      for (Entry e : entries) if (e != null) out.add(e);
-      hashes = new long[16];
-      entries = new Entry[16];
-      size = 0;
-      return out;
-    }
   }
 
   @Override

@@ -1,0 +1,163 @@
+package eventtime.jvm;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * The map-side combine's table: one entry per (user key, slice), open addressing over a
+ * primitive array that holds, per slot, the 64-bit hash, the slice and (for one key column of
+ * short Latin-1 text, or of integers) the key itself, packed exactly into two longs. A row's
+ * lookup then allocates nothing and, for such keys, compares without reading any object; other
+ * keys compare as {@link Objects#equals} (binary keys by content) once hash and slice match.
+ */
+final class Partials {
+  static final class Entry {
+    final long slice;
+    final Object[] keys;
+    final Acc[] accs;
+
+    Entry(long slice, Object[] keys, Acc[] accs) {
+      this.slice = slice;
+      this.keys = keys;
+      this.accs = accs;
+    }
+  }
+
+  // slot i: t[4i] hash (0 = empty), t[4i+1] slice, t[4i+2..4i+3] the packed key (see pack)
+  private static final int STRIDE = 4;
+  /** Packed-key first word of a key that is not packed (no packed text has this length byte). */
+  private static final long NOT_PACKED = 0xFF;
+  private static final long NULL_TEXT = 0xFE, INTEGER = 1, NULL_INTEGER = 2;
+
+  private long[] t = new long[1024 * STRIDE];
+  private Entry[] entries = new Entry[1024];
+  private int size;
+  private long packA, packB;
+
+  static long hash(Object[] src, int k0, int nk, long slice) {
+    long h = 0x9E3779B97F4A7C15L + slice;
+    for (int i = 0; i < nk; i++) {
+      Object k = src[k0 + i];
+      int e = k == null ? 0 : k instanceof byte[] ? Arrays.hashCode((byte[]) k) : k.hashCode();
+      h = (h ^ e) * 0xFF51AFD7ED558CCDL;
+      h ^= h >>> 33;
+    }
+    h *= 0xC4CEB9FE1A85EC53L;
+    h ^= h >>> 33;
+    return h == 0 ? 1 : h;
+  }
+
+  /**
+   * Packs one key into (packA, packB), exactly: text of at most 15 Latin-1 characters as its
+   * length and characters; a long, int, short or byte as its value. Returns false for anything
+   * else. One key column has one type, so packed texts and packed integers never meet.
+   */
+  private boolean pack(Object k) {
+    if (k instanceof String) {
+      String s = (String) k;
+      int n = s.length();
+      if (n > 15) return false;
+      long a = n, b = 0;
+      for (int i = 0; i < n; i++) {
+        char c = s.charAt(i);
+        if (c > 0xFF) return false;
+        if (i < 7) a |= (long) c << (8 * (i + 1));
+        else b |= (long) c << (8 * (i - 7));
+      }
+      packA = a;
+      packB = b;
+      return true;
+    }
+    if (k instanceof Long || k instanceof Integer || k instanceof Short || k instanceof Byte) {
+      packA = ((Number) k).longValue();
+      packB = INTEGER;
+      return true;
+    }
+    return false;
+  }
+
+  private static boolean sameKeys(Object[] keys, Object[] src, int k0) {
+    for (int i = 0; i < keys.length; i++) {
+      Object a = keys[i], b = src[k0 + i];
+      if (a instanceof byte[]) {
+        if (!(b instanceof byte[]) || !Arrays.equals((byte[]) a, (byte[]) b)) return false;
+      } else if (!Objects.equals(a, b)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /** The accumulators of (the keys src[k0 .. k0 + nk), slice), created empty on first use. */
+  Acc[] get(Object[] src, int k0, int nk, long slice, int na) {
+    long h = hash(src, k0, nk, slice);
+    boolean packed = false;
+    if (nk == 1) {
+      Object k = src[k0];
+      if (k == null) {
+        // a null key packs too: as text or as integer, whichever the column is (both are exact)
+        packA = NULL_TEXT;
+        packB = NULL_INTEGER;
+        packed = true;
+      } else {
+        packed = pack(k);
+      }
+    }
+    if (!packed) {
+      packA = NOT_PACKED;
+      packB = 0;
+    }
+    long[] t = this.t;
+    int mask = entries.length - 1;
+    for (int i = (int) h & mask; ; i = (i + 1) & mask) {
+      int at = i * STRIDE;
+      long slotHash = t[at];
+      if (slotHash == 0) {
+        Acc[] accs = new Acc[na];
+        for (int j = 0; j < na; j++) accs[j] = new Acc();
+        t[at] = h;
+        t[at + 1] = slice;
+        t[at + 2] = packA;
+        t[at + 3] = packB;
+        entries[i] = new Entry(slice, Arrays.copyOfRange(src, k0, k0 + nk), accs);
+        if (++size * 2 > entries.length) grow();
+        return accs;
+      }
+      if (slotHash == h && t[at + 1] == slice && t[at + 2] == packA && t[at + 3] == packB
+          && (packed || sameKeys(entries[i].keys, src, k0))) {
+        return entries[i].accs;
+      }
+    }
+  }
+
+  private void grow() {
+    long[] oldT = t;
+    Entry[] oldEntries = entries;
+    t = new long[oldT.length * 2];
+    entries = new Entry[oldEntries.length * 2];
+    int mask = entries.length - 1;
+    for (int i = 0; i < oldEntries.length; i++) {
+      if (oldEntries[i] == null) continue;
+      int j = (int) oldT[i * STRIDE] & mask;
+      while (entries[j] != null) j = (j + 1) & mask;
+      System.arraycopy(oldT, i * STRIDE, t, j * STRIDE, STRIDE);
+      entries[j] = oldEntries[i];
+    }
+  }
+
+  int size() {
+    return size;
+  }
+
+  /** Every entry, in table order; the table is empty afterwards. */
+  List<Entry> drain() {
+    List<Entry> out = new ArrayList<>(size);
+    for (Entry e : entries) if (e != null) out.add(e);
+    t = new long[16 * STRIDE];
+    entries = new Entry[16];
+    size = 0;
+    return out;
+  }
+}

@@ -20,6 +20,7 @@ import datetime as _dt
 import json
 import math
 from decimal import Decimal
+from json.encoder import encode_basestring as _quote  # = json.dumps(text, ensure_ascii=False)
 from typing import Any, Iterable
 
 __all__ = ["render_value", "row_json", "key_json", "to_python"]
@@ -59,6 +60,15 @@ def _timestamp_text(value: _dt.datetime) -> str:
 
 def render_value(value: Any) -> str:
     """The JSON text of one value (see the module docstring)."""
+    kind = type(value)  # the common exact types first: this runs once per late record's field
+    if kind is str:
+        return _quote(value)  # raw UTF-8, as Spark's to_json writes
+    if kind is int:
+        return str(value)
+    if value is None:
+        return "null"
+    if kind is float and math.isfinite(value):
+        return repr(value)
     value = to_python(value)
     if value is None:
         return "null"
@@ -77,7 +87,7 @@ def render_value(value: Any) -> str:
             return json.dumps(str(value))
         return format(value, "f")
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)  # raw UTF-8, as Spark's to_json writes
+        return _quote(value)
     if isinstance(value, _dt.datetime):  # pandas.Timestamp too; before date (a subclass)
         return json.dumps(_timestamp_text(value))
     if isinstance(value, _dt.date):
@@ -96,9 +106,9 @@ def render_value(value: Any) -> str:
 def row_json(items: Iterable[tuple[str, Any]], sort_keys: bool = False, compact: bool = False) -> str:
     """A JSON object of ``(name, value)`` pairs, spaced like ``json.dumps`` (``", "``, ``": "``)
     or, with ``compact``, without spaces (like Spark's ``to_json``)."""
-    pairs = sorted(items, key=lambda kv: kv[0]) if sort_keys else list(items)
+    pairs = sorted(items, key=lambda kv: kv[0]) if sort_keys else items
     comma, colon = (",", ":") if compact else (", ", ": ")
-    return "{" + comma.join(json.dumps(str(name), ensure_ascii=False) + colon + render_value(v) for name, v in pairs) + "}"
+    return "{" + comma.join(_quote(str(name)) + colon + render_value(v) for name, v in pairs) + "}"
 
 
 def key_json(names: Iterable[str], values: Iterable[Any]) -> str:

@@ -46,19 +46,16 @@ public final class Engine {
   static Dataset<Row> mapInput(Dataset<Row> input, Spec spec) {
     StructType schema = input.schema();
     int nk = spec.keyFields.length, na = spec.aggKinds.length;
-    if (3 + nk + na > Fold.MAX_ARGS) return withoutFoldedRecords(input, spec);
-    java.util.List<Column> args = new java.util.ArrayList<>();
-    args.add(input.col("et__ms"));
-    args.add(input.col("et__cls"));
-    args.add(input.col("et__part"));
+    Column[] columns = new Column[nk + na];
     for (int i = 0; i < nk + na; i++) {
       org.apache.spark.sql.types.StructField f = schema.fields()[Layout.IN_K0 + i];
       if (!plain(f.dataType())) return withoutFoldedRecords(input, spec);
-      args.add(input.col(f.name()));
+      columns[i] = input.col(f.name());
     }
     if (!plain(schema.fields()[Layout.IN_PART].dataType())) return withoutFoldedRecords(input, spec);
-    UserDefinedFunction fold = udf(new Fold(spec), args.size()).asNondeterministic();
-    return input.filter(functions.not(fold.apply(args.toArray(new Column[0]))));
+    UserDefinedFunction fold = functions.udf(new Fold(spec), DataTypes.BooleanType).asNondeterministic();
+    return input.filter(functions.not(fold.apply(
+        input.col("et__ms"), input.col("et__cls"), input.col("et__part"), functions.struct(columns))));
   }
 
   private static boolean plain(org.apache.spark.sql.types.DataType t) {
@@ -67,34 +64,6 @@ public final class Engine {
         || t instanceof org.apache.spark.sql.types.BooleanType
         || t instanceof org.apache.spark.sql.types.BinaryType
         || t instanceof org.apache.spark.sql.types.NullType;
-  }
-
-  @SuppressWarnings({"unchecked", "rawtypes"})
-  private static UserDefinedFunction udf(Fold f, int arity) {
-    org.apache.spark.sql.types.DataType b = DataTypes.BooleanType;
-    switch (arity) {
-      case 3: return functions.udf((org.apache.spark.sql.api.java.UDF3) f, b);
-      case 4: return functions.udf((org.apache.spark.sql.api.java.UDF4) f, b);
-      case 5: return functions.udf((org.apache.spark.sql.api.java.UDF5) f, b);
-      case 6: return functions.udf((org.apache.spark.sql.api.java.UDF6) f, b);
-      case 7: return functions.udf((org.apache.spark.sql.api.java.UDF7) f, b);
-      case 8: return functions.udf((org.apache.spark.sql.api.java.UDF8) f, b);
-      case 9: return functions.udf((org.apache.spark.sql.api.java.UDF9) f, b);
-      case 10: return functions.udf((org.apache.spark.sql.api.java.UDF10) f, b);
-      case 11: return functions.udf((org.apache.spark.sql.api.java.UDF11) f, b);
-      case 12: return functions.udf((org.apache.spark.sql.api.java.UDF12) f, b);
-      case 13: return functions.udf((org.apache.spark.sql.api.java.UDF13) f, b);
-      case 14: return functions.udf((org.apache.spark.sql.api.java.UDF14) f, b);
-      case 15: return functions.udf((org.apache.spark.sql.api.java.UDF15) f, b);
-      case 16: return functions.udf((org.apache.spark.sql.api.java.UDF16) f, b);
-      case 17: return functions.udf((org.apache.spark.sql.api.java.UDF17) f, b);
-      case 18: return functions.udf((org.apache.spark.sql.api.java.UDF18) f, b);
-      case 19: return functions.udf((org.apache.spark.sql.api.java.UDF19) f, b);
-      case 20: return functions.udf((org.apache.spark.sql.api.java.UDF20) f, b);
-      case 21: return functions.udf((org.apache.spark.sql.api.java.UDF21) f, b);
-      case 22: return functions.udf((org.apache.spark.sql.api.java.UDF22) f, b);
-      default: throw new IllegalArgumentException("eventtime: " + arity + " map-side arguments (3 to 22)");
-    }
   }
 
   /**

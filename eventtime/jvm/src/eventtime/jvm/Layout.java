@@ -10,8 +10,10 @@ import org.apache.spark.sql.types.StructType;
  * Column positions of the three row layouts:
  *
  * <pre>
- * input    (from Python)  : et__ms, et__cls, et__reason, et__raw, et__part, et__off, et__rec (null for a row the
- *                           map-side combine folds, see Live), k0..kn, a0..am (each aggregation's input column)
+ * input    (from Python)  : et__ms, et__cls, et__reason, et__raw, et__part (an integer or text column as it is,
+ *                           else its text), et__off, et__rec (null for a row the map-side combine folds when
+ *                           Live is used; with Fold such rows never reach the mapper), k0..kn, a0..am (each
+ *                           aggregation's input column)
  * operator (mapper output): et__g, et__b, k0..kn, et__cls, et__ms, et__part, et__off, et__reason, et__raw,
  *                           et__n, et__tmax, et__rec, et__accs (a partial's accumulators, binary)
  * output   (Spark result) : kind, keys, window_start, window_end, pane_timing, pane_index, is_final,

@@ -8,7 +8,9 @@ import org.apache.spark.sql.api.java.UDF2;
  * (so the map-side combine folds it and its record is not needed). Evaluated in the input
  * projection, where it nulls the record struct of such rows: the {@link Mapper} then reads only
  * the key and aggregated columns of them, and a null record is how it knows to combine. Rows it
- * cannot judge (no watermark published for this query and batch) keep their record.
+ * cannot judge (no watermark published for this query and batch) keep their record. Used only
+ * where {@link Fold} is not (a key, partition or aggregated column of a type other than numbers,
+ * text, booleans and binary: see Engine.mapInput).
  */
 final class Live implements UDF2<Long, Integer, Boolean> {
   private static final long serialVersionUID = 1L;

@@ -21,6 +21,11 @@ import org.apache.spark.sql.RowFactory;
  *       through whole, so the operator reports it as late with its payload. Without W every row
  *       passes through; the result is the same, only the shuffle is larger.
  * </ul>
+ *
+ * <p>With plain column types most of this happens before a row reaches the mapper: {@link Fold}
+ * counts and folds heartbeats and live rows into the task's {@link MapTask} in the input's
+ * generated code, and the mapper sees the rest (invalid, late, control rows), then writes the
+ * task's partial, pass-through and statistics rows when its input ends.
  */
 public final class Mapper implements MapPartitionsFunction<Row, Row> {
   private static final long serialVersionUID = 1L;

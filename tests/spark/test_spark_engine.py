@@ -115,15 +115,48 @@ def test_record_far_behind_the_watermark_reaches_the_late_output(spark):
 # equal Java hash codes ("Aa" and "BB") reach the comparison itself; the others differ at the
 # first or last character of each packed word, in length (15 / 16), by a trailing NUL, or
 # above U+00FF; and the null key.
+# Pairs with equal hashes, so that only the packed key tells them apart: Java's String.hashCode
+# ("Aa" / "BB", for keys read from a Row) and Spark's UTF8String hash (Murmur3, seed 42, for keys
+# read in the generated code), found by grouping 500k candidates on Spark's hash(); the first
+# pair differs only in the second packed word (UTF-8 bytes 7-14), the second only in the first.
+MURMUR_TWINS = [("keyAbc_00044810", "keyAbc_00171014"), ("0071273_suffix_", "0130814_suffix_")]
 TRICKY_KEYS = ["", "\x00", "a\x00", "Aa", "BB", "AaBB", "BBAa", "abcdefAa", "abcdefBB", "abcdefghijklmAa",
                "abcdefghijklmBB", "abcdefghijklmnAa", "abcdefghijklmnBB", "abcdefgh", "abcdefghijklmno",
-               "abcdefghijklmnp", "\u00e9t\u00e9", "\u00ff", "\u0100", "\u65e5\u672cAa", "\u65e5\u672cBB", None]
+               "abcdefghijklmnp", "\u00e9t\u00e9", "\u00ff", "\u0100", "\u65e5\u672cAa", "\u65e5\u672cBB", None,
+               *(k for twins in MURMUR_TWINS for k in twins)]
 
 
+def test_murmur_twins_collide(spark):
+    """The premise of MURMUR_TWINS: Spark hashes each pair alike."""
+    for a, b in MURMUR_TWINS:
+        row = spark.createDataFrame([(a, b)], "a string, b string").selectExpr("hash(a)", "hash(b)").first()
+        assert row[0] == row[1], (a, b)
+
+
+# FoldExpression runs in Spark's generated code (fallback off: a compile error fails the test
+# instead of falling back silently) or, without code generation, through its own eval.
+CODEGEN_MODES = {
+    "generated": {"spark.sql.codegen.fallback": "false"},
+    "interpreted": {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"},
+}
+
+
+@pytest.mark.parametrize("codegen", sorted(CODEGEN_MODES))
 @pytest.mark.parametrize("key_type", ["string", "bigint"])
-def test_map_side_combine_keeps_keys_apart(spark, key_type):
+def test_map_side_combine_keeps_keys_apart(spark, key_type, codegen):
     """All rows in one task, all live: the map-side combine's table (Partials.java) folds them,
     and every key keeps its own count and sum."""
+    previous = {name: spark.conf.get(name, None) for name in CODEGEN_MODES[codegen]}
+    for name, value in CODEGEN_MODES[codegen].items():
+        spark.conf.set(name, value)
+    try:
+        _check_keys_kept_apart(spark, key_type)
+    finally:
+        for name, value in previous.items():
+            spark.conf.unset(name) if value is None else spark.conf.set(name, value)
+
+
+def _check_keys_kept_apart(spark, key_type):
     keys = TRICKY_KEYS if key_type == "string" else [0, 1, -1, 2**31, -(2**31) - 1, 2**63 - 1, -(2**63), 255, 254, None]
     rows = [(k, 1_000 + j, i) for i, k in enumerate(keys) for j in range(i + 1)]
     df = spark.createDataFrame(rows, f"k {key_type}, ts bigint, v bigint").coalesce(1)

@@ -40,8 +40,9 @@ public final class Engine {
 
   /**
    * The rows the {@link Mapper} reads: without those {@link Fold} consumed in the input's own
-   * generated code, when every column it reads has a plain type (the same Java value in a UDF
-   * argument as in a {@code Row}); else every row, the record nulled where it is not needed.
+   * generated code ({@link FoldExpression}), when every column it reads has a plain type (its
+   * value in a {@code Row} follows from Spark's own: numbers, text, booleans, binary); else every
+   * row, the record nulled where it is not needed.
    */
   static Dataset<Row> mapInput(Dataset<Row> input, Spec spec) {
     StructType schema = input.schema();
@@ -53,9 +54,8 @@ public final class Engine {
       columns[i] = input.col(f.name());
     }
     if (!plain(schema.fields()[Layout.IN_PART].dataType())) return withoutFoldedRecords(input, spec);
-    UserDefinedFunction fold = functions.udf(new Fold(spec), DataTypes.BooleanType).asNondeterministic();
-    return input.filter(functions.not(fold.apply(
-        input.col("et__ms"), input.col("et__cls"), input.col("et__part"), functions.struct(columns))));
+    return input.filter(functions.not(FoldExpression.column(
+        spec, input.col("et__ms"), input.col("et__cls"), input.col("et__part"), columns)));
   }
 
   private static boolean plain(org.apache.spark.sql.types.DataType t) {

@@ -1,53 +1,84 @@
 package eventtime.jvm;
 
+import java.util.HashMap;
+import java.util.Map;
 import org.apache.spark.TaskContext;
-import org.apache.spark.sql.Row;
-import org.apache.spark.sql.api.java.UDF4;
+import org.apache.spark.sql.types.Decimal;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * The map side's filter: true for a row it has consumed into the task's {@link MapTask} (a
  * heartbeat, or a data row live under this batch's watermark: counted, then folded into the
  * map-side combine), false for a row the {@link Mapper} must see (invalid, late, control, or any
- * row when the watermark is not known). It runs inside Spark's generated code for the input
- * projection, so a consumed row is never built as a row with its record, converted to a Java
- * {@code Row} or serialized: only its key and aggregated columns are read.
- *
- * <p>Arguments: event time (ms), row class, partition, and a struct of the key columns then the
- * aggregated columns. (One argument per column instead, through Spark's UDF3 ... UDF22, measured
- * the same within this machine's noise: map-stage CPU 1.43-1.67x native's for either.)
+ * row when the watermark is not known). {@link FoldExpression} calls it from Spark's generated
+ * code for the input, with Spark's own values (text as {@link UTF8String}, not decoded): a
+ * consumed row is never built as a row with its record, converted to a Java {@code Row} or
+ * serialized, and its key is packed from its bytes.
  */
-final class Fold implements UDF4<Long, Integer, Object, Row, Boolean> {
-  private static final long serialVersionUID = 1L;
+public final class Fold implements java.io.Serializable {
+  private static final long serialVersionUID = 2L;
   private final Spec spec;
   // per deserialized copy, i.e. per task (Java deserialization leaves them at their defaults)
   private transient boolean looked;
   private transient long attempt;
   private transient MapTask task;
-  private transient Object[] values;
+  private transient Object[] scratch;
+  /** Text partitions seen by this task, as Java strings (one decoding per distinct value). */
+  private transient Map<UTF8String, String> partitionText;
 
   Fold(Spec spec) {
     this.spec = spec;
   }
 
-  @Override
-  public Boolean call(Long ms, Integer cls, Object partition, Row columns) {
+  /** The array the generated code fills with the row's key then aggregated values. */
+  public Object[] scratch() {
+    if (scratch == null) scratch = new Object[spec.keyFields.length + spec.aggKinds.length];
+    return scratch;
+  }
+
+  /**
+   * Consumes the row when it can. {@code values}: the key columns then the aggregated columns,
+   * as Spark holds them (text as {@link UTF8String}, decimals as {@link Decimal}, numbers boxed).
+   */
+  public boolean call(boolean msNull, long ms, boolean clsNull, int cls, Object partition, Object[] values) {
+    if (clsNull) return false;
     TaskContext tc = TaskContext.get();
-    if (tc == null || cls == null) return false;
+    if (tc == null) return false;
     if (!looked || tc.taskAttemptId() != attempt) {
       task = MapTask.current(spec);
+      if (task != null) task.textKeysAsBytes = true;
       attempt = tc.taskAttemptId();
       looked = true;
     }
     if (task == null) return false;
+    Long time = msNull ? null : ms;
     if (cls == Layout.HEARTBEAT) {
-      task.count(partition, cls, ms);
+      task.count(partition(partition), cls, time);
       return true;
     }
-    if (cls != Layout.DATA || !task.foldable(ms)) return false;
-    task.count(partition, cls, ms);
-    if (values == null) values = new Object[columns.length()];
-    for (int i = 0; i < values.length; i++) values[i] = columns.get(i);
+    if (cls != Layout.DATA || !task.foldable(time)) return false;
+    task.count(partition(partition), cls, time);
+    int nk = spec.keyFields.length;
+    for (int i = 0; i < values.length; i++) {
+      Object v = values[i];
+      if (v instanceof Decimal) values[i] = ((Decimal) v).toJavaBigDecimal();
+      else if (i >= nk && v instanceof UTF8String) values[i] = v.toString();
+    }
     task.fold(values, 0, ms);
     return true;
+  }
+
+  /** The partition as the {@link Mapper} sees it in a {@code Row} (text as a Java string). */
+  private Object partition(Object p) {
+    if (p instanceof UTF8String) {
+      if (partitionText == null) partitionText = new HashMap<>();
+      String s = partitionText.get(p);
+      if (s == null) {
+        s = p.toString();
+        partitionText.put(((UTF8String) p).clone(), s);
+      }
+      return s;
+    }
+    return p instanceof Decimal ? ((Decimal) p).toJavaBigDecimal() : p;
   }
 }

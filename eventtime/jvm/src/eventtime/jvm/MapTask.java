@@ -28,6 +28,8 @@ final class MapTask {
   final Partials partials = new Partials();
   /** 0, or the class of the rows sent to every bucket at the end (TICK, or END which wins). */
   int wakeAll;
+  /** Set by {@link Fold}: text keys reach the combine as Spark's UTF8String (the mapper's too, then). */
+  boolean textKeysAsBytes;
   private final int width;
   private final String registeredAs;
   private Object lastPartition;

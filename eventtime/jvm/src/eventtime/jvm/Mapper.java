@@ -7,6 +7,7 @@ import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * Map side of the engine, before the shuffle (one task = one input partition):
@@ -94,7 +95,10 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
         if (cls == Layout.INVALID) return passRow(Layout.PASS, keysOf(r), Layout.INVALID, null, r, rec);
         // a data row without its record was judged live under this batch's watermark (Live)
         if (rec == null || task.foldable(ms)) {
-          for (int i = 0; i < nk; i++) scratch[i] = r.get(Layout.IN_K0 + i);
+          for (int i = 0; i < nk; i++) {
+            Object k = r.get(Layout.IN_K0 + i);
+            scratch[i] = task.textKeysAsBytes && k instanceof String ? UTF8String.fromString((String) k) : k;
+          }
           for (int i = 0; i < na; i++) scratch[nk + i] = spec.aggFields[i] < 0 ? null : r.get(lay.inA0 + i);
           task.fold(scratch, 0, ms);
           return null;

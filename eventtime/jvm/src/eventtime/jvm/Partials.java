@@ -4,23 +4,32 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Objects;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * The map-side combine's table: one entry per (user key, slice), open addressing over a
  * primitive array that holds, per slot, the 64-bit hash, the slice and (for one key column of
- * short Latin-1 text, or of integers) the key itself, packed exactly into two longs. A row's
- * lookup then allocates nothing and, for such keys, compares without reading any object; other
- * keys compare as {@link Objects#equals} (binary keys by content) once hash and slice match.
+ * short text, or of integers) the key itself, packed exactly into two longs. A row's lookup then
+ * allocates nothing and, for such keys, compares without reading any object; other keys compare
+ * as {@link Objects#equals} (binary keys by content) once hash and slice match.
+ *
+ * <p>Text keys come either as Spark's {@link UTF8String} (from {@link Fold}, in the generated
+ * code: packed from their UTF-8 bytes, up to 15) or as Java strings (from a {@code Row}: up to
+ * 15 Latin-1 characters); one task uses one of the two (see MapTask.textKeysAsBytes).
  */
 final class Partials {
   static final class Entry {
     final long slice;
+    /** The keys as a {@code Row} holds them (text as a Java string). */
     final Object[] keys;
+    /** The keys as they are looked up (text as a copy of its UTF8String when it came so). */
+    final Object[] match;
     final Acc[] accs;
 
-    Entry(long slice, Object[] keys, Acc[] accs) {
+    Entry(long slice, Object[] keys, Object[] match, Acc[] accs) {
       this.slice = slice;
       this.keys = keys;
+      this.match = match;
       this.accs = accs;
     }
   }
@@ -50,11 +59,25 @@ final class Partials {
   }
 
   /**
-   * Packs one key into (packA, packB), exactly: text of at most 15 Latin-1 characters as its
-   * length and characters; a long, int, short or byte as its value. Returns false for anything
+   * Packs one key into (packA, packB), exactly: text of at most 15 UTF-8 bytes (a UTF8String) or
+   * 15 Latin-1 characters (a String) as its length and bytes or characters; a long, int, short or byte as its value. Returns false for anything
    * else. One key column has one type, so packed texts and packed integers never meet.
    */
   private boolean pack(Object k) {
+    if (k instanceof UTF8String) {
+      UTF8String s = (UTF8String) k;
+      int n = s.numBytes();
+      if (n > 15) return false;
+      long a = n, b = 0;
+      for (int i = 0; i < n; i++) {
+        long c = s.getByte(i) & 0xFFL;
+        if (i < 7) a |= c << (8 * (i + 1));
+        else b |= c << (8 * (i - 7));
+      }
+      packA = a;
+      packB = b;
+      return true;
+    }
     if (k instanceof String) {
       String s = (String) k;
       int n = s.length();
@@ -121,15 +144,29 @@ final class Partials {
         t[at + 1] = slice;
         t[at + 2] = packA;
         t[at + 3] = packB;
-        entries[i] = new Entry(slice, Arrays.copyOfRange(src, k0, k0 + nk), accs);
+        entries[i] = newEntry(slice, src, k0, nk, accs);
         if (++size * 2 > entries.length) grow();
         return accs;
       }
       if (slotHash == h && t[at + 1] == slice && t[at + 2] == packA && t[at + 3] == packB
-          && (packed || sameKeys(entries[i].keys, src, k0))) {
+          && (packed || sameKeys(entries[i].match, src, k0))) {
         return entries[i].accs;
       }
     }
+  }
+
+  private static Entry newEntry(long slice, Object[] src, int k0, int nk, Acc[] accs) {
+    Object[] match = Arrays.copyOfRange(src, k0, k0 + nk);
+    Object[] keys = match;
+    for (int i = 0; i < nk; i++) {
+      if (match[i] instanceof UTF8String) {
+        if (keys == match) keys = match.clone();
+        // a copy: the row's UTF8String points into a buffer Spark reuses for the next row
+        match[i] = ((UTF8String) match[i]).clone();
+        keys[i] = match[i].toString();
+      }
+    }
+    return new Entry(slice, keys, match, accs);
   }
 
   private void grow() {

@@ -59,8 +59,10 @@ SCHEMA = "key string, ts long, amount double, part int, hb boolean"
 CORES = os.cpu_count() or 1
 
 
-def generate(path: str, rows: int, batches: int, keys: int, step_ms: int = MINUTE, late: bool = True, seed: int = 7) -> None:
-    """One parquet file per micro-batch; batch i covers event time [T0 + i step, T0 + (i+1) step)."""
+def generate(path: str, rows: int, batches: int, keys: int, step_ms: int = MINUTE, late: bool = True, seed: int = 7,
+             files_per_batch: int = 1) -> None:
+    """``files_per_batch`` parquet files per micro-batch (its rows split by ``part`` modulo that
+    number, as a source's partitions would be); batch i covers event time [T0 + i step, T0 + (i+1) step)."""
     rng = np.random.default_rng(seed)
     per_batch = rows // batches
     os.makedirs(path, exist_ok=True)
@@ -83,7 +85,16 @@ def generate(path: str, rows: int, batches: int, keys: int, step_ms: int = MINUT
                 "hb": pa.array(np.zeros(per_batch, dtype=bool), pa.bool_()),
             }
         )
-        pq.write_table(table, os.path.join(path, f"batch-{i:05d}.parquet"))
+        if files_per_batch == 1:
+            pq.write_table(table, os.path.join(path, f"batch-{i:05d}.parquet"))
+            continue
+        group = pa.array(table.column("part").to_numpy() % files_per_batch)
+        for j in range(files_per_batch):
+            name = os.path.join(path, f"batch-{i:05d}-{j}.parquet")
+            pq.write_table(table.filter(pc.equal(group, j)), name)
+            # the file source takes files in modification-time order
+            stamp = 1_000_000_000 * (1_700_000_000 + i * files_per_batch + j)
+            os.utime(name, ns=(stamp, stamp))
     flush = pa.table(
         {
             "key": pa.array(["__flush__"], pa.string()),
@@ -94,6 +105,9 @@ def generate(path: str, rows: int, batches: int, keys: int, step_ms: int = MINUT
         }
     )
     pq.write_table(flush, os.path.join(path, f"batch-{batches:05d}.parquet"))
+    if files_per_batch > 1:
+        stamp = 1_000_000_000 * (1_700_000_000 + batches * files_per_batch)
+        os.utime(os.path.join(path, f"batch-{batches:05d}.parquet"), ns=(stamp, stamp))
 
 
 def _dir_bytes(path: str) -> int:
@@ -123,12 +137,12 @@ class _Probe:
             self.pane_ends[batch_id] = (now, window_ends)
 
 
-def run_native(spark, data: str, work: str, window: tuple, files: int, measure_bytes: bool = False) -> dict:
+def run_native(spark, data: str, work: str, window: tuple, files: int, measure_bytes: bool = False, files_per_batch: int = 1) -> dict:
     from pyspark.sql import functions as F
 
     checkpoint = os.path.join(work, "chk")
     probe = _Probe(checkpoint, measure_bytes)
-    src = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(data)
+    src = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", files_per_batch).parquet(data)
     agg = (
         src.withColumn("et", F.timestamp_millis("ts"))
         .withWatermark("et", f"{B_MS + L_MS} milliseconds")
@@ -154,12 +168,12 @@ def run_native(spark, data: str, work: str, window: tuple, files: int, measure_b
     return result
 
 
-def run_eventtime(spark, data: str, work: str, window, files: int, measure_bytes: bool = False) -> dict:
+def run_eventtime(spark, data: str, work: str, window, files: int, measure_bytes: bool = False, files_per_batch: int = 1) -> dict:
     import eventtime
 
     checkpoint = os.path.join(work, "chk")
     probe = _Probe(checkpoint, measure_bytes)
-    src = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(data)
+    src = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", files_per_batch).parquet(data)
     events = src.transform(
         eventtime.with_event_time("ts", unit="ms", max_out_of_orderness=B_MS, min_valid="2020-01-01", max_future="3650 days")
     )
@@ -259,12 +273,13 @@ def _set_partitions(spark, n: int) -> None:
     spark.conf.set("spark.sql.shuffle.partitions", str(n))
 
 
-def _run(engine: str, spark, data: str, work: str, window, files: int, partitions: int, measure_bytes: bool = False) -> dict:
+def _run(engine: str, spark, data: str, work: str, window, files: int, partitions: int, measure_bytes: bool = False,
+         files_per_batch: int = 1) -> dict:
     run_dir = os.path.join(work, f"{engine}-{partitions}-{time.monotonic_ns()}")
     os.makedirs(run_dir)
     _set_partitions(spark, partitions)
     runner = run_native if engine == "native" else run_eventtime
-    result = runner(spark, data, run_dir, window, files, measure_bytes)
+    result = runner(spark, data, run_dir, window, files, measure_bytes, files_per_batch)
     result.update(engine=engine, shuffle_partitions=partitions)
     shutil.rmtree(run_dir, ignore_errors=True)
     return result
@@ -278,7 +293,7 @@ def suite_throughput(spark, work: str, args) -> list[str]:
     import eventtime
 
     data = os.path.join(work, "throughput")
-    generate(data, args.rows, args.batches, args.keys)
+    generate(data, args.rows, args.batches, args.keys, files_per_batch=args.files_per_batch)
     files = args.batches + 1
     workloads = {
         "T": (("1 minute",), eventtime.Tumbling("1 minute")),
@@ -293,10 +308,12 @@ def suite_throughput(spark, work: str, args) -> list[str]:
         latency: dict[str, list] = {"native": [], "eventtime": []}
         if name == args.workloads.split(",")[0]:  # warm the JVM up (not counted)
             for engine in ("native", "eventtime"):
-                _run(engine, spark, data, work, native_window if engine == "native" else et_window, files, 2)
+                _run(engine, spark, data, work, native_window if engine == "native" else et_window, files, 2,
+                     files_per_batch=args.files_per_batch)
         for rep in range(args.repeat):
             for engine, partitions in (("native", 2), ("eventtime", args.eventtime_partitions), ("native", 4)):
-                res = _run(engine, spark, data, work, native_window if engine == "native" else et_window, files, partitions)
+                res = _run(engine, spark, data, work, native_window if engine == "native" else et_window, files, partitions,
+                           files_per_batch=args.files_per_batch)
                 res.update(workload=name, rep=rep)
                 print(json.dumps(_brief(res)), flush=True)
                 walls["eventtime" if engine == "eventtime" else f"native-{partitions}"].append(res["wall_s"])
@@ -377,6 +394,8 @@ def main(argv=None) -> int:
     parser.add_argument("--scale-batches", type=int, default=60)
     parser.add_argument("--scale-batch-rows", type=int, default=50_000)
     parser.add_argument("--tiny-batches", type=int, default=40)
+    parser.add_argument("--files-per-batch", type=int, default=1,
+                        help="throughput suite: input files per micro-batch (split by `part`), so map tasks per batch")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value (both engines)")
     args = parser.parse_args(argv)

@@ -24,7 +24,7 @@ Example:
     >>> args.late_command, args.format
     ('summary', 'json')
 
-Why one module of about 400 lines: the four subcommands' argument parsing, output and
+Why one module of over 450 lines: the four subcommands' argument parsing, output and
 exit codes, which share the table opening and error reporting.
 """
 

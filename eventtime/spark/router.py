@@ -6,7 +6,7 @@ batch's statistics for the alerter, publishes the batch watermark to the map sid
 reports a failed query once (docs/architecture.md, "Contract between the engine, the router
 and the sinks").
 
-Why one module of about 500 lines: everything in it is one ``Router``'s state over the life
+Why one module of about 600 lines: everything in it is one ``Router``'s state over the life
 of its query (the checkpoint, the query id, the failure listener, the batch watermark it
 publishes); the sink-shape checks and the split are small and read that state.
 """

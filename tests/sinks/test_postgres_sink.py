@@ -184,8 +184,13 @@ def test_a_lock_timeout_retries_the_statement_alone_or_replays_the_batch(pg, tab
     # another session holds a row of the third chunk (rows 20-29 in key order) for 0.5 s
     target_user = rows(pg, table_name)[25][0]
     holder.execute(f"SELECT 1 FROM {table_name} WHERE \"user\" = %s FOR UPDATE", (target_user,))
-    threading.Timer(0.5, holder.rollback).start()
+    release = threading.Timer(0.5, holder.rollback)
+    release.start()
     result = sink(panes(30, index=1, timing="LATE", amount_scale=5), 1, "q")
+    # The sink's statement goes on as soon as the server has the ROLLBACK, maybe before the
+    # timer's thread has its reply: closing the connection under that thread let it read and
+    # write the next connection's socket (same descriptor) and broke that connection.
+    release.join()
     holder.close()
     if replay:
         assert result.attempts >= 2 and result.statement_retries == 0

@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional, TextIO
 
 from ..core.config import EngineConfig
 from ..core.conservation import ConservationReport, conservation
-from ..core.kinds import RECORD_KINDS
+from ..core.kinds import LATE_RECORD, RECORD_KINDS
 from ..core.window import Calendar, Session, Tumbling
 from .demo_data import DEMO_SCHEMA_DDL, DemoStream, write_stream
 
@@ -327,7 +327,7 @@ def run_demo(
     say(f"  {report.describe()}")
     if watermark == "per_partition":
         lagging = stream.lagging_partition
-        is_late = late["kind"] == "late"
+        is_late = late["kind"] == LATE_RECORD
         here = int((is_late & (late["partition"].astype(str) == str(lagging))).sum())
         before = _late_by_partition(stream, output, "global")
         say(f"  per-partition watermark: {int(is_late.sum())} late record(s), {here} on the lagging partition "

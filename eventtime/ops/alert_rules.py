@@ -12,7 +12,7 @@ from typing import Any
 
 from ..core.kinds import LATE_RECORD, RECORD_KINDS
 from ..core.timestamps import ENRICHMENT_FAILED, MALFORMED_RECORD, TOO_LATE
-from .monitor import BatchStats, PartitionFinding
+from .monitor import LAG, BatchStats, PartitionFinding
 
 __all__ = ["failure_class", "record_alert", "skew_alert", "watermark_alerts", "failure_alert", "record_groups",
            "enrichment_alerts"]
@@ -175,7 +175,7 @@ def record_alert(pipeline: str, batch_id: int, kind: str, reason: str, group: An
 
 def skew_alert(pipeline: str, batch_id: int, finding: PartitionFinding, stats: BatchStats) -> tuple[str, dict, str]:
     """(kind ``partition_lag`` or ``partition_idle``, data, message) of a monitor finding."""
-    kind = "partition_lag" if finding.kind == "lag" else "partition_idle"
+    kind = "partition_lag" if finding.kind == LAG else "partition_idle"
     data = {
         "pipeline": pipeline,
         "batch_id": batch_id,
@@ -188,7 +188,7 @@ def skew_alert(pipeline: str, batch_id: int, finding: PartitionFinding, stats: B
         "watermark_ms": stats.watermark_ms,
     }
     message = f"[{pipeline}] {finding.describe()} (batch {batch_id})"
-    if finding.kind == "lag":
+    if finding.kind == LAG:
         message += "; its records will be classified late"
     return kind, data, message
 

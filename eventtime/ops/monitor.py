@@ -144,12 +144,17 @@ class BatchStats:
             raise TypeError(f"enrichment must be a mapping of output column to counts, got {type(self.enrichment).__name__}")
 
 
+# PartitionFinding.kind
+LAG = "lag"
+IDLE = "idle"
+
+
 @dataclasses.dataclass(frozen=True)
 class PartitionFinding:
     """One skew finding: a partition that lags (``kind="lag"``) or is idle (``kind="idle"``)."""
 
     partition: str
-    kind: str  # "lag" | "idle"
+    kind: str  # LAG | IDLE
     lag_ms: int | None
     idle_s: float | None
     max_event_time_ms: int | None
@@ -162,7 +167,7 @@ class PartitionFinding:
         >>> PartitionFinding("3", "lag", 90_000, None, 10, 90_010, 60_000).describe()
         'partition 3 lags the global max event time by 90000 ms (threshold 60000 ms)'
         """
-        if self.kind == "lag":
+        if self.kind == LAG:
             return (
                 f"partition {self.partition} lags the global max event time by "
                 f"{self.lag_ms} ms (threshold {self.threshold_ms} ms)"
@@ -275,12 +280,12 @@ class PartitionMonitor:
             if threshold is not None and gmax is not None and st.max_event_time_ms is not None:
                 lag = gmax - st.max_event_time_ms
                 if lag > threshold:
-                    out.append(PartitionFinding(name, "lag", lag, None, st.max_event_time_ms, gmax, threshold))
+                    out.append(PartitionFinding(name, LAG, lag, None, st.max_event_time_ms, gmax, threshold))
             if self.idle_timeout_ms is not None and st.last_seen_s is not None:
                 idle_s = now - st.last_seen_s
                 if idle_s * 1000 > self.idle_timeout_ms:
                     out.append(
-                        PartitionFinding(name, "idle", None, idle_s, st.max_event_time_ms, gmax, self.idle_timeout_ms)
+                        PartitionFinding(name, IDLE, None, idle_s, st.max_event_time_ms, gmax, self.idle_timeout_ms)
                     )
         return out
 
@@ -304,7 +309,7 @@ class PartitionMonitor:
                 "idle_s": (now - st.last_seen_s) if st.last_seen_s is not None else None,
                 "rows_total": st.rows_total,
                 "rows_last_batch": st.rows_last_batch,
-                "lagging": (name, "lag") in flagged,
-                "idle": (name, "idle") in flagged,
+                "lagging": (name, LAG) in flagged,
+                "idle": (name, IDLE) in flagged,
             }
         return out

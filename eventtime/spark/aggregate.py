@@ -20,7 +20,7 @@ from ..core import aggregations as _agg
 from ..core._duration import to_ms
 from ..core.aggregations import Aggregation
 from ..core.config import EngineConfig
-from ..core.kinds import COUNT, MAX, MEAN, MIN, SUM, UDAF
+from ..core.kinds import COUNT, LATE_RECORD, MAX, MEAN, MIN, SUM, UDAF
 from ..core.trigger import ACCUMULATING, ON_TIME_AND_LATE
 from ..core.watermark import GLOBAL, WatermarkPolicy
 from ..core.window import WindowAssigner
@@ -359,7 +359,7 @@ def window_aggregate(
                 c = F.timestamp_millis(c).alias(field.name)
             elif field.name == "raw_timestamp" and ts_col in position:
                 # a late record's raw time: Spark's own text of the original value
-                c = F.when(F.col("kind") == "late", F.col(C_REC)[ts_col].cast("string")).otherwise(c).alias(field.name)
+                c = F.when(F.col("kind") == LATE_RECORD, F.col(C_REC)[ts_col].cast("string")).otherwise(c).alias(field.name)
             cols.append(c)
         return raw.select(*cols, F.col(C_REC))
 

@@ -363,7 +363,7 @@ def with_event_time(
             df = df.withColumn(name, expr)
         df = df.withColumn("__et_ms_raw", ms).withColumn("__et_parse_reason", reason)
         ms, reason = F.col("__et_ms_raw"), F.col("__et_parse_reason")
-        now_col = F.lit(now_ms).cast("long") if now_ms is not None else F.unix_millis(F.current_timestamp())
+        now_col = F.lit(now_ms).cast("long") if now_ms is not None else _batch_now_ms(df)
         reason = (
             F.when(reason.isNotNull(), reason)
             .when(ms < F.lit(min_valid_ms), F.lit(BEFORE_MIN_VALID))
@@ -421,3 +421,16 @@ def with_event_time(
         )
 
     return apply
+
+
+def _batch_now_ms(df: DataFrame) -> Column:
+    """Processing time in ms: the micro-batch's ``current_timestamp()``. In a stream it goes to
+    the generated code as a value, not as a constant in the code (``BatchValue.java``): with
+    the constant, each batch compiled its code anew and ran it without a JIT profile."""
+    now = F.unix_millis(F.current_timestamp())
+    if not df.isStreaming:
+        return now
+    from .jvm import ensure_engine
+
+    ensure_engine(df.sparkSession)
+    return Column(df.sparkSession._jvm.eventtime.jvm.BatchValue.column(now._jc))

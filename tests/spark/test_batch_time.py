@@ -1,0 +1,56 @@
+"""Processing time in a stream: with_event_time's far-future check uses the micro-batch's
+timestamp, and that timestamp is not written into Spark's generated code (each batch would
+then compile its code again and run it with no JIT profile; eventtime/jvm/.../BatchValue.java)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+import eventtime
+
+pytestmark = pytest.mark.spark
+
+DAY = 86_400_000
+HOUR = 3_600_000
+
+
+def _compiles(spark) -> int:
+    """How many classes Spark's code generator has compiled in this JVM so far."""
+    return spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount()
+
+
+def test_far_future_check_uses_the_batch_timestamp_and_later_batches_compile_nothing(spark, tmp_path):
+    source = tmp_path / "in"
+    source.mkdir()
+    seen: list[dict] = []
+
+    def collect(df, batch_id):
+        seen.extend(r.asDict() for r in df.select("id", "__et_reason").collect())
+
+    events = (
+        spark.readStream.schema("id string, ts long").option("maxFilesPerTrigger", 1).json(str(source))
+        .transform(eventtime.with_event_time("ts", unit="ms", max_future="1 day", min_valid="2000-01-01"))
+    )
+    query = events.writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / "chk")).start()
+    compiled_after: list[int] = []
+    try:
+        for batch in range(4):
+            now = int(time.time() * 1000)
+            # One hour inside and one hour outside "batch timestamp + 1 day" (the batch starts
+            # after `now` is taken, and well within the hour).
+            rows = [{"id": f"{batch}-ok", "ts": now + DAY - HOUR}, {"id": f"{batch}-future", "ts": now + DAY + HOUR},
+                    {"id": f"{batch}-past", "ts": now - HOUR}]
+            (source / f"{batch}.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+            query.processAllAvailable()
+            compiled_after.append(_compiles(spark))
+    finally:
+        query.stop()
+    reasons = {r["id"]: r["__et_reason"] for r in seen}
+    for batch in range(4):
+        assert reasons[f"{batch}-ok"] is None and reasons[f"{batch}-past"] is None, reasons
+        assert reasons[f"{batch}-future"] == "too_far_in_future", reasons
+    # Batches 2 and 3 are planned like batch 1 with another batch timestamp: the same code.
+    assert compiled_after[3] == compiled_after[1], f"classes compiled after each batch: {compiled_after}"

@@ -21,9 +21,9 @@ import json
 import math
 from decimal import Decimal
 from json.encoder import encode_basestring as _quote  # = json.dumps(text, ensure_ascii=False)
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
-__all__ = ["render_value", "row_json", "key_json", "to_python"]
+__all__ = ["render_value", "row_json", "rows_json", "key_json", "keys_json", "to_python"]
 
 
 def to_python(value: Any) -> Any:
@@ -120,3 +120,40 @@ def key_json(names: Iterable[str], values: Iterable[Any]) -> str:
     '{"user":"a","shop":9007199254740993}'
     """
     return row_json(zip(names, values), compact=True)
+
+
+def _objects(names: list[str], columns: list[list[Any]], compact: bool) -> list[str]:
+    """``row_json`` of each row of ``columns`` (one list of values per name), built column by
+    column: each value rendered by ``render_value``, each name's prefix once."""
+    if not names:
+        return []
+    comma, colon = (",", ":") if compact else (", ", ": ")
+    prefixes = ["{" + _quote(str(names[0])) + colon] + [comma + _quote(str(n)) + colon for n in names[1:]]
+    texts = [[prefix + render_value(v) for v in values] for prefix, values in zip(prefixes, columns)]
+    return ["".join(parts) + "}" for parts in zip(*texts)]
+
+
+def rows_json(rows: Any) -> list[Optional[str]]:
+    """``row_json`` of every row of a pyarrow ``StructArray`` (``None`` for a null row), rendered
+    a column at a time: the late table's ``payload`` of a batch.
+
+    >>> import pyarrow as pa
+    >>> rows_json(pa.array([{"id": 1, "name": "a"}, None]))
+    ['{"id": 1, "name": "a"}', None]
+    """
+    names = [field.name for field in rows.type]
+    if not names:
+        return [None if row is None else "{}" for row in rows.to_pylist()]
+    texts = _objects(names, [column.to_pylist() for column in rows.flatten()], compact=False)
+    if rows.null_count:
+        return [text if valid else None for text, valid in zip(texts, rows.is_valid().to_pylist())]
+    return texts
+
+
+def keys_json(names: list[str], columns: list[list[Any]]) -> list[str]:
+    """``key_json`` of each row of the key ``columns`` (one list of values per key column).
+
+    >>> keys_json(["user", "shop"], [["a", "b"], [1, None]])
+    ['{"user":"a","shop":1}', '{"user":"b","shop":null}']
+    """
+    return _objects(list(names), columns, compact=True)

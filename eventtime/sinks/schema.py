@@ -14,7 +14,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core._json import key_json
+from ..core._json import keys_json
 
 __all__ = ["TS", "RECORD_SCHEMA", "LATE_META_SCHEMA", "PANE_META_SCHEMA", "PANE_REQUIRED"]
 
@@ -127,7 +127,7 @@ def _key_json(table: pa.Table, key_columns: Sequence[str]) -> pa.Array:
         return pa.array(["{}"] * table.num_rows, pa.string())
     names = list(key_columns)
     columns = [table.column(k).to_pylist() for k in names]
-    return pa.array([key_json(names, values) for values in zip(*columns)], pa.string())
+    return pa.array(keys_json(names, columns), pa.string())
 
 
 def _prepare_panes(

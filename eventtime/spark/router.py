@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..core._json import key_json, row_json
+from ..core._json import keys_json, rows_json
 from ..core.kinds import INVALID_RECORD, LATE_RECORD, PANE, PARTITION_STATS, RECORD_KINDS
 from ..core.trigger import END_OF_INPUT_MS
 from ..ops.faults import fault_point
@@ -432,9 +432,8 @@ class Router:
                        "window_start", "window_end", "partition", "offset"]
         record_cols += [C_REC] if C_REC in table.column_names else ["payload"]
         records = table.select(list(dict.fromkeys(record_cols))).filter(pc.is_in(kind, pa.array(list(RECORD_KINDS))))
-        keys_text = [
-            key_json(self.keys, values) for values in zip(*[records.column(k).to_pylist() for k in self.keys])
-        ] if self.keys else ["{}"] * records.num_rows
+        keys_text = keys_json(self.keys, [records.column(k).to_pylist() for k in self.keys]) \
+            if self.keys else ["{}"] * records.num_rows
         columns = {
             "kind": records.column("kind"),
             "reason": records.column("reason"),
@@ -447,9 +446,8 @@ class Router:
             columns[name] = records.column(name)
         # The whole original row as exact JSON (eventtime.core._json), rendered here for the few
         # late / invalid records only.
-        columns["payload"] = pa.array(
-            [None if rec is None else row_json(rec.items()) for rec in records.column(C_REC).to_pylist()], pa.string()
-        ) if C_REC in records.column_names else records.column("payload")
+        columns["payload"] = pa.array(rows_json(records.column(C_REC).combine_chunks()), pa.string()) \
+            if C_REC in records.column_names else records.column("payload")
         records = pa.table(columns)
         stats = table.select(["partition", "stat_max_event_time", "stat_rows", "stat_delays", "watermark"]).filter(
             pc.equal(kind, PARTITION_STATS)

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.spark
 
 DAY = 86_400_000
 HOUR = 3_600_000
+MAX_FUTURE = DAY + 7_013  # unusual, so that no earlier test's generated code is this one's
 
 
 def _compiles(spark) -> int:
@@ -22,7 +23,25 @@ def _compiles(spark) -> int:
     return spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount()
 
 
-def test_far_future_check_uses_the_batch_timestamp_and_later_batches_compile_nothing(spark, tmp_path):
+# Spark's generated code (failing instead of falling back to interpreted evaluation), and
+# without code generation, through BatchValue's own eval.
+CODEGEN_MODES = {
+    "generated": {"spark.sql.codegen.fallback": "false"},
+    "interpreted": {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"},
+}
+
+
+@pytest.fixture(params=sorted(CODEGEN_MODES))
+def codegen(request, spark):
+    previous = {name: spark.conf.get(name, None) for name in CODEGEN_MODES[request.param]}
+    for name, value in CODEGEN_MODES[request.param].items():
+        spark.conf.set(name, value)
+    yield request.param
+    for name, value in previous.items():
+        spark.conf.unset(name) if value is None else spark.conf.set(name, value)
+
+
+def test_far_future_check_uses_the_batch_timestamp_and_later_batches_compile_nothing(spark, tmp_path, codegen):
     source = tmp_path / "in"
     source.mkdir()
     seen: list[dict] = []
@@ -32,16 +51,17 @@ def test_far_future_check_uses_the_batch_timestamp_and_later_batches_compile_not
 
     events = (
         spark.readStream.schema("id string, ts long").option("maxFilesPerTrigger", 1).json(str(source))
-        .transform(eventtime.with_event_time("ts", unit="ms", max_future="1 day", min_valid="2000-01-01"))
+        .transform(eventtime.with_event_time("ts", unit="ms", max_future=MAX_FUTURE, min_valid="2000-01-01"))
     )
+    compiled_before = _compiles(spark)
     query = events.writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / "chk")).start()
     compiled_after: list[int] = []
     try:
         for batch in range(4):
             now = int(time.time() * 1000)
-            # One hour inside and one hour outside "batch timestamp + 1 day" (the batch starts
-            # after `now` is taken, and well within the hour).
-            rows = [{"id": f"{batch}-ok", "ts": now + DAY - HOUR}, {"id": f"{batch}-future", "ts": now + DAY + HOUR},
+            # One hour inside and one hour outside "batch timestamp + max_future" (the batch
+            # starts after `now` is taken, and well within the hour).
+            rows = [{"id": f"{batch}-ok", "ts": now + MAX_FUTURE - HOUR}, {"id": f"{batch}-future", "ts": now + MAX_FUTURE + HOUR},
                     {"id": f"{batch}-past", "ts": now - HOUR}]
             (source / f"{batch}.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
             query.processAllAvailable()
@@ -54,3 +74,5 @@ def test_far_future_check_uses_the_batch_timestamp_and_later_batches_compile_not
         assert reasons[f"{batch}-future"] == "too_far_in_future", reasons
     # Batches 2 and 3 are planned like batch 1 with another batch timestamp: the same code.
     assert compiled_after[3] == compiled_after[1], f"classes compiled after each batch: {compiled_after}"
+    if codegen == "generated":
+        assert compiled_after[0] > compiled_before, "the first batch compiled nothing: the metric does not count"

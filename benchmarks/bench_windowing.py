@@ -279,10 +279,17 @@ def _run(engine: str, spark, data: str, work: str, window, files: int, partition
     os.makedirs(run_dir)
     _set_partitions(spark, partitions)
     runner = run_native if engine == "native" else run_eventtime
+    compiled = _classes_compiled(spark)
     result = runner(spark, data, run_dir, window, files, measure_bytes, files_per_batch)
-    result.update(engine=engine, shuffle_partitions=partitions)
+    result.update(engine=engine, shuffle_partitions=partitions, classes_compiled=_classes_compiled(spark) - compiled)
     shutil.rmtree(run_dir, ignore_errors=True)
     return result
+
+
+def _classes_compiled(spark) -> int:
+    """How many classes Spark's code generator has compiled in this JVM so far (a query whose
+    generated code changes every batch compiles in every batch, and loses its JIT profile)."""
+    return spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount()
 
 
 def _brief(res: dict) -> dict:
@@ -370,14 +377,16 @@ def suite_tiny(spark, work: str, args) -> list[str]:
     data = os.path.join(work, "tiny")
     generate(data, 1_000 * args.tiny_batches, args.tiny_batches, 1_000, seed=13)
     files = args.tiny_batches + 1
-    medians = {}
+    medians, compiled = {}, {}
     for engine, window in (("native", ("1 minute",)), ("eventtime", eventtime.Tumbling("1 minute"))):
         res = _run(engine, spark, data, work, window, files, args.eventtime_partitions if engine == "eventtime" else 2)
         print(json.dumps(_brief(res)), flush=True)
         medians[engine] = statistics.median(res["batch_ms"][5:])  # after warm-up
+        compiled[engine] = res["classes_compiled"]
     return [
         f"[tiny] 1k rows per batch, {args.tiny_batches} batches: median batch ms native {medians['native']:.0f}, "
-        f"eventtime {medians['eventtime']:.0f}, ratio {medians['eventtime'] / medians['native']:.2f}"
+        f"eventtime {medians['eventtime']:.0f}, ratio {medians['eventtime'] / medians['native']:.2f}; "
+        f"classes compiled: native {compiled['native']}, eventtime {compiled['eventtime']}"
     ]
 
 

@@ -10,6 +10,7 @@ import time
 import pytest
 
 import eventtime
+from codegen_modes import CODEGEN_MODES, codegen_mode
 
 pytestmark = pytest.mark.spark
 
@@ -23,22 +24,10 @@ def _compiles(spark) -> int:
     return spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount()
 
 
-# Spark's generated code (failing instead of falling back to interpreted evaluation), and
-# without code generation, through BatchValue's own eval.
-CODEGEN_MODES = {
-    "generated": {"spark.sql.codegen.fallback": "false"},
-    "interpreted": {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"},
-}
-
-
 @pytest.fixture(params=sorted(CODEGEN_MODES))
 def codegen(request, spark):
-    previous = {name: spark.conf.get(name, None) for name in CODEGEN_MODES[request.param]}
-    for name, value in CODEGEN_MODES[request.param].items():
-        spark.conf.set(name, value)
-    yield request.param
-    for name, value in previous.items():
-        spark.conf.unset(name) if value is None else spark.conf.set(name, value)
+    with codegen_mode(spark, request.param) as mode:
+        yield mode
 
 
 def test_far_future_check_uses_the_batch_timestamp_and_later_batches_compile_nothing(spark, tmp_path, codegen):

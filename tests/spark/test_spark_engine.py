@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from transcripts import TRANSCRIPT_DIR, lists_merged_from, load_transcript, transcript_paths
 
 import eventtime
+from codegen_modes import CODEGEN_MODES, codegen_mode
 from streams import drain, write_json_lines
 from eventtime.core.scenario import diff_outputs, parse_scenario, run_reference
 from eventtime.core.timestamps import extract
@@ -133,27 +134,14 @@ def test_murmur_twins_collide(spark):
         assert row[0] == row[1], (a, b)
 
 
-# FoldExpression runs in Spark's generated code (fallback off: a compile error fails the test
-# instead of falling back silently) or, without code generation, through its own eval.
-CODEGEN_MODES = {
-    "generated": {"spark.sql.codegen.fallback": "false"},
-    "interpreted": {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"},
-}
-
-
 @pytest.mark.parametrize("codegen", sorted(CODEGEN_MODES))
 @pytest.mark.parametrize("key_type", ["string", "bigint"])
 def test_map_side_combine_keeps_keys_apart(spark, key_type, codegen):
     """All rows in one task, all live: the map-side combine's table (Partials.java) folds them,
-    and every key keeps its own count and sum."""
-    previous = {name: spark.conf.get(name, None) for name in CODEGEN_MODES[codegen]}
-    for name, value in CODEGEN_MODES[codegen].items():
-        spark.conf.set(name, value)
-    try:
+    and every key keeps its own count and sum. FoldExpression runs in Spark's generated code
+    and through its own eval (codegen_modes.py)."""
+    with codegen_mode(spark, codegen):
         _check_keys_kept_apart(spark, key_type)
-    finally:
-        for name, value in previous.items():
-            spark.conf.unset(name) if value is None else spark.conf.set(name, value)
 
 
 def _check_keys_kept_apart(spark, key_type):

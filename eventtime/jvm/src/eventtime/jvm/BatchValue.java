@@ -9,7 +9,6 @@ import org.apache.spark.sql.catalyst.expressions.codegen.CodeGenerator;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
 import org.apache.spark.sql.catalyst.expressions.codegen.FalseLiteral$;
-import org.apache.spark.sql.catalyst.expressions.codegen.TrueLiteral$;
 import org.apache.spark.sql.classic.ExpressionUtils;
 import org.apache.spark.sql.types.DataType;
 import scala.collection.immutable.IndexedSeq;
@@ -75,14 +74,10 @@ public final class BatchValue extends Expression implements java.io.Serializable
   @Override
   public ExprCode doGenCode(CodegenContext ctx, ExprCode ev) {
     Expression c = child();
-    if (!c.foldable()) return c.genCode(ctx);
-    Object value = c.eval(null);
+    Object value = c.foldable() ? c.eval(null) : null;
+    if (value == null) return c.genCode(ctx); // not one value per batch, or null (no value in the code)
     DataType type = c.dataType();
     String javaType = CodeGenerator.javaType(type);
-    if (value == null) {
-      String code = javaType + " " + ev.value() + " = " + CodeGenerator.defaultValue(type, true) + ";";
-      return new ExprCode(block(code), TrueLiteral$.MODULE$, ev.value());
-    }
     String ref = ctx.addReferenceObj("batchValue", value, CodeGenerator.boxedType(type));
     String unboxed = CodeGenerator.isPrimitiveType(type) ? ref + "." + javaType + "Value()" : ref;
     return new ExprCode(block(javaType + " " + ev.value() + " = " + unboxed + ";"), FalseLiteral$.MODULE$, ev.value());

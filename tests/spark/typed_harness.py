@@ -71,7 +71,7 @@ def config_of(sc: dict) -> EngineConfig:
     window = _window(sc["window"])
     return EngineConfig(
         window,
-        AGGREGATIONS,
+        sc.get("aggregations", AGGREGATIONS),
         max_out_of_orderness_ms=sc["max_out_of_orderness_ms"],
         allowed_lateness_ms=sc["allowed_lateness_ms"],
         accumulation=sc["accumulation"],
@@ -140,9 +140,11 @@ def run_reference_typed(sc: dict, end_of_input: bool = False) -> list[dict]:
 
 
 class SparkTypedRunner:
-    """One streaming query over Parquet files of typed rows, fed one micro-batch at a time."""
+    """One streaming query over Parquet files of typed rows, fed one micro-batch at a time.
 
-    def __init__(self, sc: dict, spark) -> None:
+    ``between``: a step applied between ``with_event_time`` and ``window_aggregate``."""
+
+    def __init__(self, sc: dict, spark, between=None) -> None:
         self.sc = sc
         self.keys = tuple(sc["keys"])
         self.spark = spark
@@ -156,10 +158,12 @@ class SparkTypedRunner:
             eventtime.with_event_time("ts", unit="ms", max_out_of_orderness=cfg.max_out_of_orderness_ms,
                                       min_valid=1, max_future=MAX_FUTURE_MS, now=NOW_MS)
         )
+        if between is not None:
+            events = between(events)
         out = events.transform(
             eventtime.window_aggregate(
                 keys=list(self.keys), window=cfg.window, allowed_lateness=cfg.allowed_lateness_ms,
-                aggregations=AGGREGATIONS, accumulation=cfg.accumulation, emit=cfg.emit,
+                aggregations=cfg.aggregations, accumulation=cfg.accumulation, emit=cfg.emit,
                 partition_col="part", offset_col="off", heartbeat_col="hb",
                 watermark=cfg.watermark.mode, idle_timeout=cfg.watermark.idle_timeout_ms,
             )
@@ -188,7 +192,8 @@ class SparkTypedRunner:
             watermark = driver.watermark_ms
         else:
             watermark = _watermark_ms(self.query.lastProgress) if self.router.event_time_seen else None
-        return {"watermark_ms": watermark, "panes": render_panes(panes, self.keys), "records": render_records(records, self.keys)}
+        panes = render_panes(panes, self.keys, config_of(self.sc).aggregations)
+        return {"watermark_ms": watermark, "panes": panes, "records": render_records(records, self.keys)}
 
     def close(self) -> None:
         try:
@@ -197,7 +202,7 @@ class SparkTypedRunner:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def render_panes(tables: list, keys: tuple) -> list[dict]:
+def render_panes(tables: list, keys: tuple, aggregations=AGGREGATIONS) -> list[dict]:
     """Pane tables (as the sinks get them) as plain Python dicts."""
     out = []
     for t in tables:
@@ -214,7 +219,7 @@ def render_panes(tables: list, keys: tuple) -> list[dict]:
                     "timing": cols["pane_timing"][j],
                     "index": cols["pane_index"][j],
                     "is_final": cols["is_final"][j],
-                    **{a.name: cols[a.name][j] for a in AGGREGATIONS},
+                    **{a.name: cols[a.name][j] for a in aggregations},
                 }
             )
     return out
@@ -247,8 +252,8 @@ def render_records(tables: list, keys: tuple) -> list[dict]:
     return out
 
 
-def run_spark_typed(sc: dict, spark) -> list[dict]:
-    runner = SparkTypedRunner(sc, spark)
+def run_spark_typed(sc: dict, spark, between=None) -> list[dict]:
+    runner = SparkTypedRunner(sc, spark, between)
     try:
         return [runner.run_batch(batch) for batch in sc["batches"]]
     finally:

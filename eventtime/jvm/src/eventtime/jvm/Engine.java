@@ -19,7 +19,10 @@ public final class Engine {
   public static Dataset<Row> apply(Dataset<Row> input, String specJson) {
     Spec spec = new Spec(specJson);
     StructType opSchema = Layout.operatorSchema(spec);
-    Dataset<Row> mapped = mapInput(input, spec).mapPartitions(new Mapper(spec), Encoders.row(opSchema));
+    MapSideWatermark moved = MapSideWatermark.of(input);
+    Dataset<Row> mapped = mapInput(moved == null ? input : moved.input, spec)
+        .mapPartitions(new Mapper(spec, moved != null), Encoders.row(opSchema));
+    if (moved != null) mapped = moved.apply(mapped);
     return mapped
         .groupBy(functions.col("et__g"), functions.col("et__b"))
         .as(Encoders.row(Layout.groupSchema(spec)), Encoders.row(opSchema))

@@ -26,6 +26,8 @@ final class Layout {
   static final int DATA = 0, HEARTBEAT = 1, INVALID = 2, STATS = 3, PARTIAL = 4, CONTROL = 5;
   // per-partition watermarks: a tick (the driver's W moved) and the end of input, sent to every bucket
   static final int TICK = 6, END = 7;
+  // a task's largest event time, for Spark's watermark node after the map side (MapSideWatermark)
+  static final int WATERMARK = 8;
   // group of the operator key: 0 = keyed rows, 1 = stateless pass-through (invalid records, statistics)
   static final int KEYED = 0, PASS = 1;
   // position of the first key column in the operator input (after et__g and the bucket et__b)

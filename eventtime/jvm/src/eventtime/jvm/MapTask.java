@@ -28,6 +28,8 @@ final class MapTask {
   final Partials partials = new Partials();
   /** 0, or the class of the rows sent to every bucket at the end (TICK, or END which wins). */
   int wakeAll;
+  /** The largest event time of the rows that move the watermark (valid records, end of input), or MIN_VALUE. */
+  long maxEventTime = Long.MIN_VALUE;
   /** Set by {@link Fold}: text keys reach the combine as Spark's UTF8String (the mapper's too, then). */
   boolean textKeysAsBytes;
   private final int width;
@@ -93,6 +95,7 @@ final class MapTask {
       lastStats = st;
     }
     st[0]++;
+    if (cls != Layout.INVALID && ms != null && ms > maxEventTime) maxEventTime = ms;
     long m = ms == null ? 0 : ms;
     if (cls != Layout.INVALID && m > st[1]) st[1] = m;
     if (cls == Layout.DATA && runningMax != null) st[2 + Spec.delayBin(runningMax - m)]++;
@@ -105,8 +108,12 @@ final class MapTask {
     for (int i = 0; i < na; i++) accs[i].add(spec, i, src[k0 + nk + i], ms);
   }
 
-  /** A control or tick row: with per-partition watermarks every bucket must sweep at the end. */
-  void wake(int cls) {
+  /**
+   * A control or tick row: with per-partition watermarks every bucket must sweep at the end. The
+   * end-of-input control row's time (END_OF_INPUT_MS + B) also moves the watermark.
+   */
+  void wake(int cls, Long ms) {
+    if (cls == Layout.CONTROL && ms != null && ms > maxEventTime) maxEventTime = ms;
     if (spec.publishedWatermark) wakeAll = cls == Layout.CONTROL ? Layout.END : Math.max(wakeAll, Layout.TICK);
   }
 

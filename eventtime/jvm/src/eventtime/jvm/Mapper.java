@@ -32,15 +32,27 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
   private static final long serialVersionUID = 1L;
   private final Spec spec;
   private final Long knownWatermark;
+  /** Whether to write the task's largest event time as a row of its own ({@link MapSideWatermark}). */
+  private final boolean watermarkRow;
 
   public Mapper(Spec spec) {
-    this(spec, null);
+    this(spec, null, false);
+  }
+
+  /** {@code watermarkRow}: Spark's watermark node follows the map side and reads that row. */
+  Mapper(Spec spec, boolean watermarkRow) {
+    this(spec, null, watermarkRow);
   }
 
   /** A mapper told the batch's watermark directly (the in-process runner, {@link InProcess}). */
   Mapper(Spec spec, Long knownWatermark) {
+    this(spec, knownWatermark, false);
+  }
+
+  private Mapper(Spec spec, Long knownWatermark, boolean watermarkRow) {
     this.spec = spec;
     this.knownWatermark = knownWatermark;
+    this.watermarkRow = watermarkRow;
   }
 
   /** The watermark of this batch when the driver published it for this query and batch, else null. */
@@ -85,7 +97,7 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
       private Row process(Row r) {
         int cls = r.getInt(Layout.IN_CLS);
         if (cls == Layout.CONTROL || cls == Layout.TICK) {
-          task.wake(cls);
+          task.wake(cls, r.isNullAt(Layout.IN_MS) ? null : r.getLong(Layout.IN_MS));
           return null;
         }
         Long ms = r.isNullAt(Layout.IN_MS) ? null : r.getLong(Layout.IN_MS);
@@ -145,6 +157,14 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
           o[0] = Layout.KEYED;
           o[1] = b;
           o[lay.cls] = task.wakeAll;
+          rows.add(RowFactory.create(o));
+        }
+        if (watermarkRow && task.maxEventTime != Long.MIN_VALUE) {
+          Object[] o = new Object[lay.width];
+          o[0] = Layout.PASS;
+          o[1] = 0;
+          o[lay.cls] = Layout.WATERMARK;
+          o[lay.ms] = task.maxEventTime;
           rows.add(RowFactory.create(o));
         }
         if (task.nullPartition[0] > 0) rows.add(statsRow(null, task.nullPartition));

@@ -1,7 +1,7 @@
 """Run a test with Spark's generated code (fallback off: a compile error fails the test instead
 of falling back silently to interpreted evaluation) or without code generation (each
 expression's own ``eval``). Used for the engine's Catalyst expressions (FoldExpression,
-BatchValue)."""
+BatchValue, RowBytes)."""
 
 from __future__ import annotations
 

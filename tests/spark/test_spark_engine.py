@@ -138,8 +138,9 @@ def test_murmur_twins_collide(spark):
 @pytest.mark.parametrize("key_type", ["string", "bigint"])
 def test_map_side_combine_keeps_keys_apart(spark, key_type, codegen):
     """All rows in one task, all live: the map-side combine's table (Partials.java) folds them,
-    and every key keeps its own count and sum. FoldExpression runs in Spark's generated code
-    and through its own eval (codegen_modes.py)."""
+    and every key keeps its own count and sum. FoldExpression (and RowBytes, which reads the
+    operator's output) runs in Spark's generated code and through its own eval
+    (codegen_modes.py)."""
     with codegen_mode(spark, codegen):
         _check_keys_kept_apart(spark, key_type)
 

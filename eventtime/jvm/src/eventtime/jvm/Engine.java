@@ -23,16 +23,18 @@ public final class Engine {
     Dataset<Row> mapped = mapInput(moved == null ? input : moved.input, spec)
         .mapPartitions(new Mapper(spec, moved != null), Encoders.row(opSchema));
     if (moved != null) mapped = moved.apply(mapped);
-    return mapped
+    Dataset<byte[]> out = mapped
         .groupBy(functions.col("et__g"), functions.col("et__b"))
         .as(Encoders.row(Layout.groupSchema(spec)), Encoders.row(opSchema))
         .transformWithState(
             // A static DataFrame is one batch without a watermark: each key is processed once and
             // then swept to the end of input, so it needs no timers.
             // With per-partition watermarks the driver publishes W and tick rows wake the buckets.
-            new WindowOperator(spec), spec.bounded || spec.publishedWatermark ? TimeMode.None() : TimeMode.EventTime(),
+            new BinaryRows(new WindowOperator(spec), spec.outputType),
+            spec.bounded || spec.publishedWatermark ? TimeMode.None() : TimeMode.EventTime(),
             OutputMode.Append(),
-            Encoders.row(spec.outputType));
+            Encoders.BINARY());
+    return out.select(RowBytes.column(out.col("value"), spec.outputType).alias("et__out")).select("et__out.*");
   }
 
   /** The map side alone (statistics, pass-through, map-side combine): the operator's input. */

@@ -1,0 +1,58 @@
+package eventtime.jvm;
+
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.encoders.ExpressionEncoder;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.streaming.ExpiredTimerInfo;
+import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.streaming.StatefulProcessor;
+import org.apache.spark.sql.streaming.TimeMode;
+import org.apache.spark.sql.streaming.TimerValues;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * The {@link WindowOperator}'s output rows as Spark's binary rows ({@link UnsafeRow} bytes), read
+ * back as columns by {@link RowBytes}. With the output as Java {@code Row}s, Spark's plan holds a
+ * serializer expression per output column (the record's struct nested in it), which its
+ * optimizer and code generator go through again in every micro-batch; here the plan holds one
+ * binary column, and the rows are written by the same generated serializer, in the task.
+ */
+final class BinaryRows extends StatefulProcessor<Row, Row, byte[]> {
+  private static final long serialVersionUID = 1L;
+  private final WindowOperator operator;
+  private final StructType type;
+  private transient ExpressionEncoder.Serializer<Row> serializer;
+
+  BinaryRows(WindowOperator operator, StructType type) {
+    this.operator = operator;
+    this.type = type;
+  }
+
+  @Override
+  public void init(OutputMode outputMode, TimeMode timeMode) {
+    operator.setHandle(getHandle());
+    operator.init(outputMode, timeMode);
+    serializer = ExpressionEncoder.apply(type).createSerializer();
+  }
+
+  @Override
+  public scala.collection.Iterator<byte[]> handleInputRows(Row key, scala.collection.Iterator<Row> rows, TimerValues timerValues) {
+    return operator.handleInputRows(key, rows, timerValues).map(this::bytes);
+  }
+
+  @Override
+  public scala.collection.Iterator<byte[]> handleExpiredTimer(Row key, TimerValues timerValues, ExpiredTimerInfo info) {
+    return operator.handleExpiredTimer(key, timerValues, info).map(this::bytes);
+  }
+
+  @Override
+  public void close() {
+    operator.close();
+  }
+
+  private byte[] bytes(Row row) {
+    InternalRow r = serializer.apply(row);  // reused by the serializer: copied out here
+    return ((UnsafeRow) r).getBytes();
+  }
+}

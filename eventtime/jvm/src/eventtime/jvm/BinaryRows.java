@@ -1,5 +1,7 @@
 package eventtime.jvm;
 
+import java.util.HashMap;
+import java.util.Map;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.encoders.ExpressionEncoder;
@@ -22,6 +24,12 @@ final class BinaryRows extends StatefulProcessor<Row, Row, byte[]> {
   private static final long serialVersionUID = 1L;
   private final WindowOperator operator;
   private final StructType type;
+  /**
+   * Per task thread, the serializer of each output type: creating one generates its code (a
+   * third of a small batch's operator time when each task made its own); one is not thread-safe.
+   */
+  private static final ThreadLocal<Map<StructType, ExpressionEncoder.Serializer<Row>>> SERIALIZERS =
+      ThreadLocal.withInitial(HashMap::new);
   private transient ExpressionEncoder.Serializer<Row> serializer;
 
   BinaryRows(WindowOperator operator, StructType type) {
@@ -33,7 +41,6 @@ final class BinaryRows extends StatefulProcessor<Row, Row, byte[]> {
   public void init(OutputMode outputMode, TimeMode timeMode) {
     operator.setHandle(getHandle());
     operator.init(outputMode, timeMode);
-    serializer = ExpressionEncoder.apply(type).createSerializer();
   }
 
   @Override
@@ -52,6 +59,7 @@ final class BinaryRows extends StatefulProcessor<Row, Row, byte[]> {
   }
 
   private byte[] bytes(Row row) {
+    if (serializer == null) serializer = SERIALIZERS.get().computeIfAbsent(type, t -> ExpressionEncoder.apply(t).createSerializer());
     InternalRow r = serializer.apply(row);  // reused by the serializer: copied out here
     return ((UnsafeRow) r).getBytes();
   }

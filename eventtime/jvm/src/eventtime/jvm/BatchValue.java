@@ -28,32 +28,17 @@ import scala.jdk.javaapi.CollectionConverters;
  * generated code of the input stage is that of the pinned time but for the addition of {@code
  * max_future} (compared line by line).
  */
-public final class BatchValue extends Expression implements java.io.Serializable {
+public final class BatchValue extends OneChildExpression {
   private static final long serialVersionUID = 1L;
-  private final Seq<Expression> kids;
 
   public BatchValue(Seq<Expression> children) {
-    this.kids = children;
+    super(children);
   }
 
   /** {@code child}'s value, kept out of the generated code's text. */
   public static Column column(Column child) {
     return ExpressionUtils.column(new BatchValue(
         CollectionConverters.asScala(List.of(ExpressionUtils.expression(child))).toList()));
-  }
-
-  private Expression child() {
-    return kids.apply(0);
-  }
-
-  @Override
-  public Seq<Expression> children() {
-    return kids;
-  }
-
-  @Override
-  public boolean nullable() {
-    return child().nullable();
   }
 
   @Override

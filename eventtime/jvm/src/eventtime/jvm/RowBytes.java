@@ -21,13 +21,12 @@ import scala.jdk.javaapi.CollectionConverters;
  * {@link BinaryRows}) read as a struct of {@code type}: the row points at the bytes, nothing is
  * copied or converted.
  */
-public final class RowBytes extends Expression implements java.io.Serializable {
+public final class RowBytes extends OneChildExpression {
   private static final long serialVersionUID = 1L;
-  private final Seq<Expression> kids;
   private final StructType type;
 
   public RowBytes(Seq<Expression> children, StructType type) {
-    this.kids = children;
+    super(children);
     this.type = type;
   }
 
@@ -42,20 +41,6 @@ public final class RowBytes extends Expression implements java.io.Serializable {
     UnsafeRow row = new UnsafeRow(fields);
     row.pointTo(bytes, bytes.length);
     return row;
-  }
-
-  private Expression child() {
-    return kids.apply(0);
-  }
-
-  @Override
-  public Seq<Expression> children() {
-    return kids;
-  }
-
-  @Override
-  public boolean nullable() {
-    return child().nullable();
   }
 
   @Override

@@ -28,8 +28,8 @@ final class MapTask {
   final Partials partials = new Partials();
   /** 0, or the class of the rows sent to every bucket at the end (TICK, or END which wins). */
   int wakeAll;
-  /** The largest event time of the rows that move the watermark (valid records, end of input), or MIN_VALUE. */
-  long maxEventTime = Long.MIN_VALUE;
+  /** The end-of-input control row's time, or MIN_VALUE. */
+  private long endOfInputMs = Long.MIN_VALUE;
   /** Set by {@link Fold}: text keys reach the combine as Spark's UTF8String (the mapper's too, then). */
   boolean textKeysAsBytes;
   private final int width;
@@ -95,7 +95,6 @@ final class MapTask {
       lastStats = st;
     }
     st[0]++;
-    if (cls != Layout.INVALID && ms != null && ms > maxEventTime) maxEventTime = ms;
     long m = ms == null ? 0 : ms;
     if (cls != Layout.INVALID && m > st[1]) st[1] = m;
     if (cls == Layout.DATA && runningMax != null) st[2 + Spec.delayBin(runningMax - m)]++;
@@ -113,8 +112,19 @@ final class MapTask {
    * end-of-input control row's time (END_OF_INPUT_MS + B) also moves the watermark.
    */
   void wake(int cls, Long ms) {
-    if (cls == Layout.CONTROL && ms != null && ms > maxEventTime) maxEventTime = ms;
+    if (cls == Layout.CONTROL && ms != null && ms > endOfInputMs) endOfInputMs = ms;
     if (spec.publishedWatermark) wakeAll = cls == Layout.CONTROL ? Layout.END : Math.max(wakeAll, Layout.TICK);
+  }
+
+  /**
+   * The largest event time of the rows that move the watermark, or MIN_VALUE: the partitions'
+   * maxima (valid records and heartbeats; a row that is not invalid has a time) and the end of
+   * input.
+   */
+  long maxEventTime() {
+    long max = Math.max(endOfInputMs, nullPartition[1]);
+    for (long[] st : stats.values()) max = Math.max(max, st[1]);
+    return max;
   }
 
   private static long[] newStats(int width) {

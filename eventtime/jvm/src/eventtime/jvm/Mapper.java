@@ -159,12 +159,13 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
           o[lay.cls] = task.wakeAll;
           rows.add(RowFactory.create(o));
         }
-        if (watermarkRow && task.maxEventTime != Long.MIN_VALUE) {
+        long max = watermarkRow ? task.maxEventTime() : Long.MIN_VALUE;
+        if (max != Long.MIN_VALUE) {
           Object[] o = new Object[lay.width];
           o[0] = Layout.PASS;
           o[1] = 0;
           o[lay.cls] = Layout.WATERMARK;
-          o[lay.ms] = task.maxEventTime;
+          o[lay.ms] = max;
           rows.add(RowFactory.create(o));
         }
         if (task.nullPartition[0] > 0) rows.add(statsRow(null, task.nullPartition));

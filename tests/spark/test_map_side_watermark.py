@@ -30,14 +30,16 @@ TOO_FAR = NOW_MS + MAX_FUTURE_MS + 1
 
 def _row(rid, ts, key, hb=False, part=0):
     row = {name: None for name, _ in TYPED_COLUMNS}
-    row.update(rid=rid, ts=ts, hb=hb, part=part, off=rid, k_big=key, v_big=rid, v_dbl=rid / 4)
+    row.update(rid=rid, ts=ts, hb=hb, part=part, off=rid, k_big=key, v_big=rid + 2**53, v_dbl=rid / 4)
     return row
 
 
 def _scenario(aggregations, batches=None):
     batches = batches or [
         # invalid: too far in the future, before min_valid, null; none of them moves the watermark
-        [_row(0, 1000, 1), _row(1, 2500, 2, part=1), _row(2, TOO_FAR, 1), _row(3, 0, 2), _row(4, None, 1)],
+        [_row(0, 1000, 1), _row(1, 2500, 2, part=1), _row(2, TOO_FAR, 1), _row(3, 0, 2), _row(4, None, 1),
+         # a null key and partition, a key above 2**53
+         _row(16, 1500, None, part=None), _row(17, 2000, 2**53 + 1)],
         # a heartbeat moves it past [0, 3000), whose pane fires
         [_row(5, 6200, 0, hb=True), _row(6, 500, 1, part=1), _row(7, 4000, 2), _row(8, TOO_FAR + 5, 2)],
         # 1200: behind the watermark, within the lateness (a LATE pane)

@@ -42,6 +42,8 @@ final class Partials {
 
   private long[] t = new long[1024 * STRIDE];
   private Entry[] entries = new Entry[1024];
+  /** entries[i].accs, held apart so that a hit reads one array slot, not the entry too. */
+  private Acc[][] accsAt = new Acc[1024][];
   private int size;
   private long packA, packB;
 
@@ -54,6 +56,15 @@ final class Partials {
       h ^= h >>> 33;
     }
     h *= 0xC4CEB9FE1A85EC53L;
+    h ^= h >>> 33;
+    return h == 0 ? 1 : h;
+  }
+
+  /** The hash of a packed key and its slice (the packed words are the key, exactly). */
+  private static long hashPacked(long a, long b, long slice) {
+    long h = (a * 0x9E3779B97F4A7C15L) ^ b;
+    h = (h ^ (h >>> 31)) * 0xFF51AFD7ED558CCDL;
+    h = (h ^ slice ^ (h >>> 33)) * 0xC4CEB9FE1A85EC53L;
     h ^= h >>> 33;
     return h == 0 ? 1 : h;
   }
@@ -115,7 +126,6 @@ final class Partials {
 
   /** The accumulators of (the keys src[k0 .. k0 + nk), slice), created empty on first use. */
   Acc[] get(Object[] src, int k0, int nk, long slice, int na) {
-    long h = hash(src, k0, nk, slice);
     boolean packed = false;
     if (nk == 1) {
       Object k = src[k0];
@@ -128,9 +138,13 @@ final class Partials {
         packed = pack(k);
       }
     }
-    if (!packed) {
+    long h;
+    if (packed) {
+      h = hashPacked(packA, packB, slice);  // no second pass over the key's bytes
+    } else {
       packA = NOT_PACKED;
       packB = 0;
+      h = hash(src, k0, nk, slice);
     }
     long[] t = this.t;
     int mask = entries.length - 1;
@@ -145,12 +159,13 @@ final class Partials {
         t[at + 2] = packA;
         t[at + 3] = packB;
         entries[i] = newEntry(slice, src, k0, nk, accs);
+        accsAt[i] = accs;
         if (++size * 2 > entries.length) grow();
         return accs;
       }
       if (slotHash == h && t[at + 1] == slice && t[at + 2] == packA && t[at + 3] == packB
           && (packed || sameKeys(entries[i].match, src, k0))) {
-        return entries[i].accs;
+        return accsAt[i];
       }
     }
   }
@@ -174,6 +189,7 @@ final class Partials {
     Entry[] oldEntries = entries;
     t = new long[oldT.length * 2];
     entries = new Entry[oldEntries.length * 2];
+    accsAt = new Acc[entries.length][];
     int mask = entries.length - 1;
     for (int i = 0; i < oldEntries.length; i++) {
       if (oldEntries[i] == null) continue;
@@ -181,6 +197,7 @@ final class Partials {
       while (entries[j] != null) j = (j + 1) & mask;
       System.arraycopy(oldT, i * STRIDE, t, j * STRIDE, STRIDE);
       entries[j] = oldEntries[i];
+      accsAt[j] = oldEntries[i].accs;
     }
   }
 
@@ -194,6 +211,7 @@ final class Partials {
     for (Entry e : entries) if (e != null) out.add(e);
     t = new long[16 * STRIDE];
     entries = new Entry[16];
+    accsAt = new Acc[16][];
     size = 0;
     return out;
   }

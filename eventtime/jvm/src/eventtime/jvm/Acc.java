@@ -3,9 +3,6 @@ package eventtime.jvm;
 // Why one file of over 400 lines: one accumulator for seven aggregation kinds over exact
 // integers, decimals and floats, with the byte encoding they share (core/aggregations.py).
 
-import java.io.DataInputStream;
-import java.io.DataOutputStream;
-import java.io.IOException;
 import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.math.MathContext;
@@ -210,7 +207,7 @@ public final class Acc {
     return ((Comparable) a).compareTo(b);
   }
 
-  public static void writeValue(DataOutputStream out, Object v) throws IOException {
+  public static void writeValue(Bytes.Out out, Object v) {
     if (v == null) {
       out.writeByte(0);
     } else if (v instanceof Long) {
@@ -267,22 +264,22 @@ public final class Acc {
       out.writeByte(15);
       writeBytes(out, (byte[]) v);
     } else {
-      throw new IOException("eventtime: cannot keep a value of type " + v.getClass().getName() + " in state");
+      throw new IllegalStateException("eventtime: cannot keep a value of type " + v.getClass().getName() + " in state");
     }
   }
 
-  private static void writeBytes(DataOutputStream out, byte[] b) throws IOException {
+  private static void writeBytes(Bytes.Out out, byte[] b) {
     out.writeInt(b.length);
     out.write(b);
   }
 
-  private static byte[] readBytes(DataInputStream in) throws IOException {
+  private static byte[] readBytes(Bytes.In in) {
     byte[] b = new byte[in.readInt()];
     in.readFully(b);
     return b;
   }
 
-  public static Object readValue(DataInputStream in) throws IOException {
+  public static Object readValue(Bytes.In in) {
     int tag = in.readByte();
     switch (tag) {
       case 0:
@@ -323,13 +320,13 @@ public final class Acc {
       case 15:
         return readBytes(in);
       default:
-        throw new IOException("eventtime: unknown value tag " + tag + " in state");
+        throw new IllegalStateException("eventtime: unknown value tag " + tag + " in state");
     }
   }
 
   // --- compact storage: only the fields the kind uses, integers as variable-length ---------
 
-  static void writeVarLong(DataOutputStream out, long v) throws IOException {
+  static void writeVarLong(Bytes.Out out, long v) {
     long z = (v << 1) ^ (v >> 63); // zigzag: small magnitudes take one byte
     while ((z & ~0x7FL) != 0) {
       out.writeByte((int) ((z & 0x7F) | 0x80));
@@ -338,7 +335,7 @@ public final class Acc {
     out.writeByte((int) z);
   }
 
-  static long readVarLong(DataInputStream in) throws IOException {
+  static long readVarLong(Bytes.In in) {
     long z = 0;
     int shift = 0;
     while (true) {
@@ -352,26 +349,19 @@ public final class Acc {
 
   /** All accumulators of one group, as bytes (a partial's et__accs column). */
   public static byte[] encode(Spec spec, Acc[] accs) {
-    java.io.ByteArrayOutputStream buf = new java.io.ByteArrayOutputStream(16);
-    try (DataOutputStream out = new DataOutputStream(buf)) {
-      for (int i = 0; i < accs.length; i++) accs[i].write(spec, i, out);
-    } catch (IOException e) {
-      throw new java.io.UncheckedIOException(e);
-    }
-    return buf.toByteArray();
+    Bytes.Out out = new Bytes.Out(16);
+    for (int i = 0; i < accs.length; i++) accs[i].write(spec, i, out);
+    return out.toByteArray();
   }
 
   public static Acc[] decode(Spec spec, byte[] bytes) {
-    try (DataInputStream in = new DataInputStream(new java.io.ByteArrayInputStream(bytes))) {
-      Acc[] accs = new Acc[spec.aggKinds.length];
-      for (int i = 0; i < accs.length; i++) accs[i] = read(spec, i, in);
-      return accs;
-    } catch (IOException e) {
-      throw new java.io.UncheckedIOException(e);
-    }
+    Bytes.In in = new Bytes.In(bytes);
+    Acc[] accs = new Acc[spec.aggKinds.length];
+    for (int i = 0; i < accs.length; i++) accs[i] = read(spec, i, in);
+    return accs;
   }
 
-  public void write(Spec spec, int i, DataOutputStream out) throws IOException {
+  public void write(Spec spec, int i, Bytes.Out out) {
     writeVarLong(out, n);
     if (n == 0) return;
     switch (spec.kinds[i]) {
@@ -398,7 +388,7 @@ public final class Acc {
     }
   }
 
-  public static Acc read(Spec spec, int i, DataInputStream in) throws IOException {
+  public static Acc read(Spec spec, int i, Bytes.In in) {
     Acc a = new Acc();
     a.n = readVarLong(in);
     if (a.n == 0) return a;

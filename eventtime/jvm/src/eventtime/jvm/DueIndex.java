@@ -1,11 +1,5 @@
 package eventtime.jvm;
 
-import java.io.ByteArrayInputStream;
-import java.io.ByteArrayOutputStream;
-import java.io.DataInputStream;
-import java.io.DataOutputStream;
-import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -54,7 +48,7 @@ final class DueIndex {
     this.slotMs = slotMs;
   }
 
-  void read(DataInputStream in) throws IOException {
+  void read(Bytes.In in) {
     int n = (int) Acc.readVarLong(in);
     long slot = 0;
     for (int i = 0; i < n; i++) {
@@ -63,7 +57,7 @@ final class DueIndex {
     }
   }
 
-  void write(DataOutputStream out) throws IOException {
+  void write(Bytes.Out out) {
     Acc.writeVarLong(out, slots.size());
     long previous = 0;
     for (Map.Entry<Long, long[]> e : slots.entrySet()) {
@@ -124,33 +118,26 @@ final class DueIndex {
   }
 
   private static byte[] encode(List<Entry> entries) {
-    ByteArrayOutputStream buf = new ByteArrayOutputStream(16 * entries.size());
-    try (DataOutputStream out = new DataOutputStream(buf)) {
-      Acc.writeVarLong(out, entries.size());
-      for (Entry e : entries) {
-        Acc.writeVarLong(out, e.event);
-        out.writeShort(e.key.length());
-        for (int i = 0; i < e.key.length(); i++) Acc.writeValue(out, e.key.get(i));
-      }
-    } catch (IOException ex) {
-      throw new UncheckedIOException(ex);
+    Bytes.Out out = new Bytes.Out(16 * entries.size());
+    Acc.writeVarLong(out, entries.size());
+    for (Entry e : entries) {
+      Acc.writeVarLong(out, e.event);
+      out.writeShort(e.key.length());
+      for (int i = 0; i < e.key.length(); i++) Acc.writeValue(out, e.key.get(i));
     }
-    return buf.toByteArray();
+    return out.toByteArray();
   }
 
   private static List<Entry> decode(byte[] bytes) {
-    try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(bytes))) {
-      int n = (int) Acc.readVarLong(in);
-      List<Entry> out = new ArrayList<>(n);
-      for (int j = 0; j < n; j++) {
-        long event = Acc.readVarLong(in);
-        Object[] key = new Object[in.readShort()];
-        for (int i = 0; i < key.length; i++) key[i] = Acc.readValue(in);
-        out.add(new Entry(event, RowFactory.create(key)));
-      }
-      return out;
-    } catch (IOException ex) {
-      throw new UncheckedIOException(ex);
+    Bytes.In in = new Bytes.In(bytes);
+    int n = (int) Acc.readVarLong(in);
+    List<Entry> out = new ArrayList<>(n);
+    for (int j = 0; j < n; j++) {
+      long event = Acc.readVarLong(in);
+      Object[] key = new Object[in.readShort()];
+      for (int i = 0; i < key.length; i++) key[i] = Acc.readValue(in);
+      out.add(new Entry(event, RowFactory.create(key)));
     }
+    return out;
   }
 }

@@ -1,11 +1,5 @@
 package eventtime.jvm;
 
-import java.io.ByteArrayInputStream;
-import java.io.ByteArrayOutputStream;
-import java.io.DataInputStream;
-import java.io.DataOutputStream;
-import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
@@ -69,60 +63,53 @@ final class Sessions {
 
   static Sessions decode(Spec spec, int na, byte[] bytes) {
     Sessions st = new Sessions(spec, na);
-    try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(bytes))) {
-      st.indexedEvent = Acc.readVarLong(in);
-      int n = (int) Acc.readVarLong(in);
-      long previous = 0;
-      for (int k = 0; k < n; k++) {
-        Sess s = new Sess();
-        s.start = previous + Acc.readVarLong(in);
-        s.end = s.start + Acc.readVarLong(in);
-        previous = s.start;
-        s.fired = in.readBoolean();
-        s.nextIndex = Acc.readVarLong(in);
-        int shown = (int) Acc.readVarLong(in);
-        for (int j = 0; j < shown; j++) {
-          long ws = Acc.readVarLong(in);
-          s.shown.put(ws, ws + Acc.readVarLong(in));
-        }
-        s.all = new Acc[na];
-        for (int i = 0; i < na; i++) s.all[i] = Acc.read(spec, i, in);
-        if (spec.discarding) {
-          s.since = new Acc[na];
-          for (int i = 0; i < na; i++) s.since[i] = Acc.read(spec, i, in);
-        }
-        st.byStart.put(s.start, s);
+    Bytes.In in = new Bytes.In(bytes);
+    st.indexedEvent = Acc.readVarLong(in);
+    int n = (int) Acc.readVarLong(in);
+    long previous = 0;
+    for (int k = 0; k < n; k++) {
+      Sess s = new Sess();
+      s.start = previous + Acc.readVarLong(in);
+      s.end = s.start + Acc.readVarLong(in);
+      previous = s.start;
+      s.fired = in.readBoolean();
+      s.nextIndex = Acc.readVarLong(in);
+      int shown = (int) Acc.readVarLong(in);
+      for (int j = 0; j < shown; j++) {
+        long ws = Acc.readVarLong(in);
+        s.shown.put(ws, ws + Acc.readVarLong(in));
       }
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
+      s.all = new Acc[na];
+      for (int i = 0; i < na; i++) s.all[i] = Acc.read(spec, i, in);
+      if (spec.discarding) {
+        s.since = new Acc[na];
+        for (int i = 0; i < na; i++) s.since[i] = Acc.read(spec, i, in);
+      }
+      st.byStart.put(s.start, s);
     }
     return st;
   }
 
   byte[] encode() {
-    ByteArrayOutputStream buf = new ByteArrayOutputStream(64);
-    try (DataOutputStream out = new DataOutputStream(buf)) {
-      Acc.writeVarLong(out, indexedEvent);
-      Acc.writeVarLong(out, byStart.size());
-      long previous = 0;
-      for (Sess s : byStart.values()) {
-        Acc.writeVarLong(out, s.start - previous);
-        Acc.writeVarLong(out, s.end - s.start);
-        previous = s.start;
-        out.writeBoolean(s.fired);
-        Acc.writeVarLong(out, s.nextIndex);
-        Acc.writeVarLong(out, s.shown.size());
-        for (Map.Entry<Long, Long> e : s.shown.entrySet()) {
-          Acc.writeVarLong(out, e.getKey());
-          Acc.writeVarLong(out, e.getValue() - e.getKey());
-        }
-        for (int i = 0; i < na; i++) s.all[i].write(spec, i, out);
-        if (spec.discarding) for (int i = 0; i < na; i++) s.since[i].write(spec, i, out);
+    Bytes.Out out = new Bytes.Out(64);
+    Acc.writeVarLong(out, indexedEvent);
+    Acc.writeVarLong(out, byStart.size());
+    long previous = 0;
+    for (Sess s : byStart.values()) {
+      Acc.writeVarLong(out, s.start - previous);
+      Acc.writeVarLong(out, s.end - s.start);
+      previous = s.start;
+      out.writeBoolean(s.fired);
+      Acc.writeVarLong(out, s.nextIndex);
+      Acc.writeVarLong(out, s.shown.size());
+      for (Map.Entry<Long, Long> e : s.shown.entrySet()) {
+        Acc.writeVarLong(out, e.getKey());
+        Acc.writeVarLong(out, e.getValue() - e.getKey());
       }
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
+      for (int i = 0; i < na; i++) s.all[i].write(spec, i, out);
+      if (spec.discarding) for (int i = 0; i < na; i++) s.since[i].write(spec, i, out);
     }
-    return buf.toByteArray();
+    return out.toByteArray();
   }
 
   // --- the rules -----------------------------------------------------------------------------

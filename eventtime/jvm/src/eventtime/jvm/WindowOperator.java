@@ -3,12 +3,6 @@ package eventtime.jvm;
 // Why one file of over 400 lines: the per-key state, its byte encoding, the handling of a
 // bucket's rows and the timer sweep all work on the same private state records.
 
-import java.io.ByteArrayInputStream;
-import java.io.ByteArrayOutputStream;
-import java.io.DataInputStream;
-import java.io.DataOutputStream;
-import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -99,17 +93,14 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   private Meta loadMeta() {
     byte[] bytes = meta.get();
     if (bytes == null) return null;
-    try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(bytes))) {
-      Meta m = newMeta();
-      m.w = Acc.readVarLong(in);
-      m.timer = Acc.readVarLong(in);
-      int n = (int) Acc.readVarLong(in);
-      for (int i = 0; i < n; i++) m.windows.add(Acc.readVarLong(in));
-      if (m.due != null) m.due.read(in);
-      return m;
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
-    }
+    Bytes.In in = new Bytes.In(bytes);
+    Meta m = newMeta();
+    m.w = Acc.readVarLong(in);
+    m.timer = Acc.readVarLong(in);
+    int n = (int) Acc.readVarLong(in);
+    for (int i = 0; i < n; i++) m.windows.add(Acc.readVarLong(in));
+    if (m.due != null) m.due.read(in);
+    return m;
   }
 
   private Meta newMeta() {
@@ -124,61 +115,50 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
       meta.clear();
       return;
     }
-    ByteArrayOutputStream buf = new ByteArrayOutputStream(32);
-    try (DataOutputStream out = new DataOutputStream(buf)) {
-      Acc.writeVarLong(out, m.w);
-      Acc.writeVarLong(out, m.timer);
-      Acc.writeVarLong(out, m.windows.size());
-      for (long ws : m.windows) Acc.writeVarLong(out, ws);
-      if (m.due != null) m.due.write(out);
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
-    }
-    meta.update(buf.toByteArray());
+    Bytes.Out out = new Bytes.Out(32);
+    Acc.writeVarLong(out, m.w);
+    Acc.writeVarLong(out, m.timer);
+    Acc.writeVarLong(out, m.windows.size());
+    for (long ws : m.windows) Acc.writeVarLong(out, ws);
+    if (m.due != null) m.due.write(out);
+    meta.update(out.toByteArray());
   }
 
   private KeyState decode(byte[] bytes) {
-    try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(bytes))) {
-      KeyState st = new KeyState();
-      int ns = (int) Acc.readVarLong(in);
-      long start = 0;
-      for (int s = 0; s < ns; s++) {
-        start = s == 0 ? Acc.readVarLong(in) : start + Acc.readVarLong(in) * spec.sliceMs;
-        Acc[] accs = new Acc[lay.na];
-        for (int i = 0; i < lay.na; i++) accs[i] = Acc.read(spec, i, in);
-        st.slices.put(start, accs);
-      }
-      int np = (int) Acc.readVarLong(in);
-      for (int p = 0; p < np; p++) st.panes.put(Acc.readVarLong(in), Acc.readVarLong(in));
-      return st;
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
+    Bytes.In in = new Bytes.In(bytes);
+    KeyState st = new KeyState();
+    int ns = (int) Acc.readVarLong(in);
+    long start = 0;
+    for (int s = 0; s < ns; s++) {
+      start = s == 0 ? Acc.readVarLong(in) : start + Acc.readVarLong(in) * spec.sliceMs;
+      Acc[] accs = new Acc[lay.na];
+      for (int i = 0; i < lay.na; i++) accs[i] = Acc.read(spec, i, in);
+      st.slices.put(start, accs);
     }
+    int np = (int) Acc.readVarLong(in);
+    for (int p = 0; p < np; p++) st.panes.put(Acc.readVarLong(in), Acc.readVarLong(in));
+    return st;
   }
 
   /** Compact: variable-length integers, slice starts as deltas. */
   private byte[] encode(KeyState st) {
-    ByteArrayOutputStream buf = new ByteArrayOutputStream(48);
-    try (DataOutputStream out = new DataOutputStream(buf)) {
-      Acc.writeVarLong(out, st.slices.size());
-      long previous = 0;
-      boolean first = true;
-      for (Map.Entry<Long, Acc[]> e : st.slices.entrySet()) {
-        Acc.writeVarLong(out, first ? e.getKey() : (e.getKey() - previous) / spec.sliceMs);
-        previous = e.getKey();
-        first = false;
-        Acc[] accs = e.getValue();
-        for (int i = 0; i < lay.na; i++) accs[i].write(spec, i, out);
-      }
-      Acc.writeVarLong(out, st.panes.size());
-      for (Map.Entry<Long, Long> e : st.panes.entrySet()) {
-        Acc.writeVarLong(out, e.getKey());
-        Acc.writeVarLong(out, e.getValue());
-      }
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
+    Bytes.Out out = new Bytes.Out(48);
+    Acc.writeVarLong(out, st.slices.size());
+    long previous = 0;
+    boolean first = true;
+    for (Map.Entry<Long, Acc[]> e : st.slices.entrySet()) {
+      Acc.writeVarLong(out, first ? e.getKey() : (e.getKey() - previous) / spec.sliceMs);
+      previous = e.getKey();
+      first = false;
+      Acc[] accs = e.getValue();
+      for (int i = 0; i < lay.na; i++) accs[i].write(spec, i, out);
     }
-    return buf.toByteArray();
+    Acc.writeVarLong(out, st.panes.size());
+    for (Map.Entry<Long, Long> e : st.panes.entrySet()) {
+      Acc.writeVarLong(out, e.getKey());
+      Acc.writeVarLong(out, e.getValue());
+    }
+    return out.toByteArray();
   }
 
   private void store(Row key, KeyState st) {

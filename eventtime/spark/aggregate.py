@@ -291,16 +291,21 @@ def window_aggregate(
         # class, the invalid reason / raw text, partition (Spark's own text of it) and offset,
         # the user's row as one struct, then the key and aggregated columns on their own.
         reason = F.col("__et_reason")
-        ms = F.col("__et_ms").cast("long")
-        cls = F.when(reason.isNotNull(), F.lit(CLS_INVALID))
+        ms = F.col("__et_ms") if isinstance(schema["__et_ms"].dataType, T.LongType) else F.col("__et_ms").cast("long")
+        cls = None  # the class of a valid row
         if "__et_end" in df.columns:  # the end-of-input control row of a stream (spark/extract.py)
-            cls = cls.when(F.col("__et_end"), F.lit(CLS_CONTROL))
+            cls = F.when(F.col("__et_end"), F.lit(CLS_CONTROL))
         if heartbeat_col:
-            cls = cls.when(F.coalesce(F.col(heartbeat_col), F.lit(False)), F.lit(CLS_HEARTBEAT))
+            hb = F.coalesce(F.col(heartbeat_col), F.lit(False))
+            cls = F.when(hb, F.lit(CLS_HEARTBEAT)) if cls is None else cls.when(hb, F.lit(CLS_HEARTBEAT))
+        cls = F.lit(CLS_DATA) if cls is None else cls.otherwise(F.lit(CLS_DATA))
+        # __et_valid is "__et_reason is null" as a plain conjunction (spark/extract.py)
+        valid = F.col("__et_valid") if "__et_valid" in df.columns else reason.isNull()
+        cls = F.when(valid, cls).otherwise(F.lit(CLS_INVALID))
         ensure_engine(spark)
         operator_input = df.select(
             ms.alias("et__ms"),
-            cls.otherwise(F.lit(CLS_DATA)).alias("et__cls"),
+            cls.alias("et__cls"),
             reason.alias("et__reason"),
             F.col("__et_raw").alias("et__raw"),
             _partition_column(schema, partition_col).alias("et__part"),

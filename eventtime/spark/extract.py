@@ -92,12 +92,16 @@ class _Parse(NamedTuple):
     stages: list  # [(column name, expression)], added in order before ms / reason
     ms: Column
     reason: Column
+    # The same parse as checks in order, when it can be written so: (fails, passes, reason),
+    # ``passes`` never null and exactly ``not fails``, ``ms`` not null once every check passes.
+    checks: Optional[list] = None
 
 
-def _int_ms(v: Column, unit: str) -> Column:
-    """Integral value in ``unit`` -> ms (floored), guarding the long range."""
+def _int_ms(v: Column, unit: str, cast: bool = True) -> Column:
+    """Integral value in ``unit`` -> ms (floored), guarding the long range (``cast``: to long
+    first; not for a long column)."""
     mul, div = UNITS[unit]
-    v = v.cast("long")
+    v = v.cast("long") if cast else v
     if mul > 1:
         return (
             F.when(v > F.lit(_LMAX // mul), F.lit(_HUGE))
@@ -126,6 +130,13 @@ def _float_ms(v: Column, unit: str) -> tuple[Column, Column]:
         .when(F.abs(v) == F.lit(float("inf")), F.lit(UNPARSEABLE_TIMESTAMP))
     )
     return ms, reason
+
+
+def _float_checks(v: Column) -> list:
+    """_float_ms's reason as checks (after the null check: v is not null)."""
+    v = v.cast("double")
+    infinite = F.abs(v) == F.lit(float("inf"))
+    return [(F.isnan(v), ~F.isnan(v), NULL_TIMESTAMP), (infinite, ~infinite, UNPARSEABLE_TIMESTAMP)]
 
 
 def _ts_ms(ts: Column) -> Column:
@@ -261,28 +272,33 @@ def parse_expr(
     order (names start with ``prefix``), then the epoch-ms and parse-failure-reason
     expressions over them (``ms`` is meaningful only where ``reason`` is null)."""
     stages: list = []
+    reason: Optional[Column] = None  # None: every non-null value parses
+    checks: Optional[list] = []  # after the null check; None: only as ``reason``
     if isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
-        ms, reason = _int_ms(col, unit or "ms"), F.lit(None).cast("string")
+        ms = _int_ms(col, unit or "ms", cast=not isinstance(dtype, T.LongType))
     elif isinstance(dtype, (T.FloatType, T.DoubleType, T.DecimalType)):
         ms, reason = _float_ms(col, unit or "ms")
+        checks = _float_checks(col)
     elif isinstance(dtype, T.BooleanType):
-        ms, reason = F.lit(None).cast("long"), F.lit(UNPARSEABLE_TIMESTAMP)
+        ms, reason, checks = F.lit(None).cast("long"), F.lit(UNPARSEABLE_TIMESTAMP), None
     elif isinstance(dtype, T.TimestampType):
-        ms, reason = _ts_ms(col), F.lit(None).cast("string")
+        ms = _ts_ms(col)
     elif isinstance(dtype, T.TimestampNTZType):  # naive: local time in ``zone``
         ms = _ntz_wall_ms(col)
         ms = ms if zone is None else _ts_ms(_local(F.timestamp_millis(ms), zone))
-        reason = F.lit(None).cast("string")
     elif isinstance(dtype, T.DateType):  # a date is local midnight in ``zone``
         ms = F.unix_date(col).cast("long") * F.lit(86_400_000)
         ms = ms if zone is None else _ts_ms(_local(F.timestamp_millis(ms), zone))
-        reason = F.lit(None).cast("string")
     elif isinstance(dtype, T.StringType):
-        stages, ms, reason = _string_ms(col, unit, fmt, prefix, zone)
+        stages, ms, reason, _ = _string_ms(col, unit, fmt, prefix, zone)
+        checks = None
     else:
-        ms, reason = F.lit(None).cast("long"), F.lit(UNPARSEABLE_TIMESTAMP)
-    reason = F.when(col.isNull(), F.lit(NULL_TIMESTAMP)).otherwise(reason)
-    return _Parse(stages, ms, reason)
+        ms, reason, checks = F.lit(None).cast("long"), F.lit(UNPARSEABLE_TIMESTAMP), None
+    # written as Spark's optimizer would leave it (no ELSE NULL): it re-optimizes every micro-batch
+    null = F.when(col.isNull(), F.lit(NULL_TIMESTAMP))
+    if checks is not None:
+        checks = [(col.isNull(), col.isNotNull(), NULL_TIMESTAMP), *checks]
+    return _Parse(stages, ms, null if reason is None else null.otherwise(reason), checks)
 
 
 def event_time_settings(df: DataFrame) -> dict:
@@ -361,21 +377,47 @@ def with_event_time(
             raw = F.coalesce(raw, F.col(_string_fallback))
         for name, expr in stages:
             df = df.withColumn(name, expr)
-        df = df.withColumn("__et_ms_raw", ms).withColumn("__et_parse_reason", reason)
-        ms, reason = F.col("__et_ms_raw"), F.col("__et_parse_reason")
+        # Few projections, each written as Spark's optimizer leaves it (it optimizes the plan again
+        # in every micro-batch): the quarantine as checks in order, and __et_valid (exactly
+        # "__et_reason is null") as a plain conjunction, so that nothing the map side reads
+        # holds a test on a CASE of texts for the optimizer to take apart.
+        checks = main.checks if _string_fallback is None else None
+        df = df.withColumn("__et_ms_raw", ms)
+        ms = F.col("__et_ms_raw")
         now_col = F.lit(now_ms).cast("long") if now_ms is not None else _batch_now_ms(df)
-        reason = (
-            F.when(reason.isNotNull(), reason)
-            .when(ms < F.lit(min_valid_ms), F.lit(BEFORE_MIN_VALID))
-            .when(ms > now_col + F.lit(max_future_ms), F.lit(TOO_FAR_IN_FUTURE))
-        )
         enrich_failed = [ENRICHMENT_FAILED_COL] if ENRICHMENT_FAILED_COL in df.columns else []
-        for marker in enrich_failed:  # the record was not enriched; its fields may be fine
-            reason = F.when(F.col(marker).isNotNull(), F.lit(ENRICHMENT_FAILED)).otherwise(reason)
         corrupt = corrupt_record_col if corrupt_record_col is not None and corrupt_record_col in df.columns else None
-        if corrupt is not None:
-            # Takes precedence: the row's fields (the event time included) are not to be trusted.
-            reason = F.when(F.col(corrupt).isNotNull(), F.lit(MALFORMED_RECORD)).otherwise(reason)
+        late_bound = now_col + F.lit(max_future_ms)
+        if checks is not None:
+            # first the record's own markers: malformed (its fields are not to be trusted), then
+            # not enriched (its fields may be fine)
+            first = [(F.col(c).isNotNull(), F.col(c).isNull(), r) for c, r in
+                     ([(corrupt, MALFORMED_RECORD)] if corrupt else []) + [(m, ENRICHMENT_FAILED) for m in enrich_failed]]
+            # once the value parsed, ms is not null: each bound's two sides are exact opposites
+            bounds = [(ms < F.lit(min_valid_ms), ms >= F.lit(min_valid_ms), BEFORE_MIN_VALID),
+                      (ms > late_bound, ms <= late_bound, TOO_FAR_IN_FUTURE)]
+            every = [*first, *checks, *bounds]
+            reason = F.when(every[0][0], F.lit(every[0][2]))
+            for fails, _, why in every[1:]:
+                reason = reason.when(fails, F.lit(why))
+            valid = every[0][1]
+            for _, passes, _ in every[1:]:
+                valid = valid & passes
+            df = df.withColumns({"__et_reason": reason, "__et_valid": valid})
+        else:
+            df = df.withColumn("__et_parse_reason", reason)
+            parsed = F.col("__et_parse_reason")
+            reason = (
+                F.when(parsed.isNotNull(), parsed)
+                .when(ms < F.lit(min_valid_ms), F.lit(BEFORE_MIN_VALID))
+                .when(ms > late_bound, F.lit(TOO_FAR_IN_FUTURE))
+            )
+            for marker in enrich_failed:  # the record was not enriched; its fields may be fine
+                reason = F.when(F.col(marker).isNotNull(), F.lit(ENRICHMENT_FAILED)).otherwise(reason)
+            if corrupt is not None:
+                # Takes precedence: the row's fields (the event time included) are not to be trusted.
+                reason = F.when(F.col(corrupt).isNotNull(), F.lit(MALFORMED_RECORD)).otherwise(reason)
+            df = df.withColumn("__et_reason", reason).withColumn("__et_valid", F.col("__et_reason").isNull())
         settings = {
             "column": column,
             "unit": unit,
@@ -388,14 +430,7 @@ def with_event_time(
             "string_fallback": _string_fallback,
             "corrupt_record_col": corrupt,
         }
-        out = (
-            df.withColumn("__et_reason", reason)
-            # only invalid records keep their raw text (a cast per row costs, measured)
-            .withColumn("__et_raw", F.when(F.col("__et_reason").isNotNull(), raw))
-            .withColumn("__et_ms", F.when(F.col("__et_reason").isNull(), F.col("__et_ms_raw")))
-            .drop("__et_ms_raw", "__et_parse_reason", *enrich_failed, *[name for name, _ in stages])
-            .withColumn("__et_wm", F.when(F.col("__et_reason").isNull(), F.timestamp_millis(F.col("__et_ms"))))
-        )
+        control = None
         if df.isStreaming:
             # End of input (docs/semantics.md): a control stream whose one row, once raised, moves
             # the watermark to END_OF_INPUT_MS; every key's timers then fire and purge its state.
@@ -403,22 +438,34 @@ def with_event_time(
 
             control, signal_path = control_stream(df.sparkSession)
             settings["end_of_input_signal"] = signal_path
+        dropped = {"__et_ms_raw", "__et_parse_reason", *enrich_failed, *[name for name, _ in stages]}
+        valid = F.col("__et_valid")
+        out = df.select(
+            *[F.col(c) for c in df.columns if c not in dropped and c not in ("__et_reason", "__et_valid")],
+            F.col("__et_reason"),
+            # only invalid records keep their raw text (a cast per row costs, measured)
+            F.when(F.col("__et_reason").isNotNull(), raw).alias("__et_raw"),
+            F.when(valid, F.col("__et_ms_raw")).alias("__et_ms", metadata={META_KEY: json.dumps(settings)}),
+            F.when(valid, F.timestamp_millis(F.col("__et_ms_raw"))).alias("__et_wm"),
+            valid,
+            *([F.lit(False).alias("__et_end")] if control is not None else []),
+        )
+        if control is not None:
             # The row is marked (__et_end), not recognised by its time: with no out-of-orderness
             # its time is END_OF_INPUT_MS itself, and it must never be counted as a record.
             end_ms = END_OF_INPUT_MS + b_ms
-            out = out.withColumn("__et_end", F.lit(False)).unionByName(
+            out = out.unionByName(  # the union's columns are the first side's (with the metadata)
                 control.select(
                     *[F.lit(None).cast(f.dataType).alias(f.name) for f in out.schema.fields if not f.name.startswith("__et_")],
                     F.lit(None).cast("string").alias("__et_reason"),
                     F.lit(None).cast("string").alias("__et_raw"),
-                    F.lit(end_ms).cast("long").alias("__et_ms"),
+                    F.lit(end_ms).alias("__et_ms"),
                     F.timestamp_millis(F.lit(end_ms)).alias("__et_wm"),
+                    F.lit(True).alias("__et_valid"),
                     F.lit(True).alias("__et_end"),
                 )
             )
-        return out.withColumn("__et_ms", F.col("__et_ms").alias("__et_ms", metadata={META_KEY: json.dumps(settings)})).withWatermark(
-            "__et_wm", f"{b_ms} milliseconds"
-        )
+        return out.withWatermark("__et_wm", f"{b_ms} milliseconds")
 
     return apply
 

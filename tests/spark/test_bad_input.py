@@ -191,8 +191,9 @@ def test_corrupt_record_column_options(spark, tmp_path):
     def reasons(**kw):
         # Every column is collected: Spark's reader only type-checks the columns a query reads
         # (a wrong-typed ``amount`` is not a corrupt record when ``amount`` is pruned away).
-        out = df.transform(eventtime.with_event_time("ts", unit="ms", now=NOW, **kw))
-        return {r["id"] or 2: r["__et_reason"] for r in out.collect()}
+        out = df.transform(eventtime.with_event_time("ts", unit="ms", now=NOW, **kw)).collect()
+        assert all(r["__et_valid"] is (r["__et_reason"] is None) for r in out), out
+        return {r["id"] or 2: r["__et_reason"] for r in out}
 
     assert reasons(corrupt_record_col="bad") == {1: "malformed_record", 2: "malformed_record", 3: None}
     assert reasons() == {1: None, 2: "null_timestamp", 3: None}  # no _corrupt_record column: nothing changes
@@ -202,3 +203,37 @@ def test_corrupt_record_column_options(spark, tmp_path):
     out = df.transform(eventtime.with_event_time("ts", unit="ms", now=NOW, corrupt_record_col="bad"))
     plan = out._jdf.queryExecution().optimizedPlan().toString()
     assert plan.count("regexp_extract") <= 20, plan.count("regexp_extract")
+
+
+@pytest.mark.parametrize("ddl", ["bigint", "double", "timestamp"])
+def test_markers_and_bounds_in_order_on_plain_columns(spark, ddl):
+    """The quarantine of a plain (not text) event time is written as checks in order
+    (spark/extract.py): a malformed record first, then a record not enriched, then the value,
+    then the bounds; ``__et_valid`` is exactly "no reason"."""
+    from datetime import datetime, timezone
+
+    from eventtime.spark.extract import ENRICHMENT_FAILED_COL
+
+    def value(ms):
+        if ms is None or ddl == "bigint":
+            return ms
+        return float(ms) if ddl == "double" else datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+    good, early, late = NOW - 60_000, 5_000, NOW + 400 * 86_400_000
+    rows = [  # id, ts, corrupt, not enriched, expected reason
+        (1, good, "x", 1, "malformed_record"),
+        (2, None, None, 1, "enrichment_failed"),
+        (3, None, None, None, "null_timestamp"),
+        (4, early, None, None, "before_min_valid"),
+        (5, late, None, None, "too_far_in_future"),
+        (6, good, None, None, None),
+        (7, early, "x", None, "malformed_record"),
+    ]
+    df = spark.createDataFrame([(i, value(ts), bad, enr) for i, ts, bad, enr, _ in rows],
+                               f"id int, ts {ddl}, bad string, {ENRICHMENT_FAILED_COL} int")
+    out = df.transform(eventtime.with_event_time("ts", unit="ms", now=NOW, corrupt_record_col="bad")).collect()
+    assert {r["id"]: r["__et_reason"] for r in out} == {i: why for i, *_, why in rows}
+    for r in out:
+        assert r["__et_valid"] is (r["__et_reason"] is None), r
+        assert (r["__et_ms"] is None) is (r["__et_reason"] is not None), r
+    assert ENRICHMENT_FAILED_COL not in out[0].asDict()

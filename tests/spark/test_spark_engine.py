@@ -185,11 +185,15 @@ def test_spark_classification_equals_python(spark, name):
     ddl, unit, values = RAW[name]
     df = spark.createDataFrame([(i, v) for i, v in enumerate(values)], f"i int, ts {ddl}")
     step = eventtime.with_event_time("ts", unit=unit, min_valid=MIN_VALID, max_future=MAX_FUTURE, now=NOW)
-    rows = {r.i: (r["__et_ms"], r["__et_reason"]) for r in df.transform(step).select("i", "__et_ms", "__et_reason").collect()}
+    out = df.transform(step).select("i", "__et_ms", "__et_reason", "__et_valid", "__et_wm").collect()
+    rows = {r.i: (r["__et_ms"], r["__et_reason"]) for r in out}
     for i, v in enumerate(values):
         ms, reason = extract(v, NOW, MIN_VALID, MAX_FUTURE, unit=unit)
         expected = (ms if reason is None else None, reason)
         assert rows[i] == expected, f"{name}[{i}] = {v!r}: spark {rows[i]}, python {expected}"
+    for r in out:  # the map side reads __et_valid: exactly "no reason", and the watermark column agrees
+        assert r["__et_valid"] is (r["__et_reason"] is None), (name, r)
+        assert (r["__et_wm"] is None) is (r["__et_reason"] is not None), (name, r)
 
 
 def test_strptime_format(spark):

@@ -65,3 +65,32 @@ def test_far_future_check_uses_the_batch_timestamp_and_later_batches_compile_not
     assert compiled_after[3] == compiled_after[1], f"classes compiled after each batch: {compiled_after}"
     if codegen == "generated":
         assert compiled_after[0] > compiled_before, "the first batch compiled nothing: the metric does not count"
+
+
+def test_window_aggregate_later_batches_compile_nothing(spark, tmp_path, codegen):
+    """The same through window_aggregate and route: the map side's fold filter, pushed down to
+    the scan, reads the quarantine's bounds from its event time and its class alike (the batch
+    timestamp twice in one stage), and no batch after the first writes it into the code."""
+    source = tmp_path / "in"
+    source.mkdir()
+    events = (
+        spark.readStream.schema("k string, ts long, x double").option("maxFilesPerTrigger", 1).json(str(source))
+        .transform(eventtime.with_event_time("ts", unit="ms", max_future=MAX_FUTURE, min_valid="2000-01-01"))
+        .transform(eventtime.window_aggregate(keys=["k"], window=eventtime.Tumbling("1 minute"), allowed_lateness=0,
+                                              aggregations=[eventtime.count(), eventtime.sum("x")]))
+    )
+    panes: list = []
+    query = eventtime.route(events, panes=lambda t, b, q: panes.extend(t.to_pylist()), late=lambda t, b, q: None,
+                            pipeline="compiles").start(checkpoint=str(tmp_path / "chk"))
+    compiled_after: list[int] = []
+    try:
+        start = int(time.time() * 1000) // 60_000 * 60_000 - 10 * 60_000
+        for batch in range(4):
+            rows = [{"k": key, "ts": start + batch * 60_000 + i * 1_000, "x": 1.0} for i, key in enumerate("abc")]
+            (source / f"{batch}.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+            query.processAllAvailable()
+            compiled_after.append(_compiles(spark))
+    finally:
+        query.stop()
+    assert panes, "no pane: the query did not run"
+    assert compiled_after[3] == compiled_after[1], f"classes compiled after each batch: {compiled_after}"

@@ -3,6 +3,7 @@ package eventtime.jvm;
 import java.util.List;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.ConditionalExpression;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodeBlock;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodeGenerator;
@@ -27,8 +28,13 @@ import scala.jdk.javaapi.CollectionConverters;
  * optimizer treats it as the constant it is for the batch, as it does a pinned {@code now}: the
  * generated code of the input stage is that of the pinned time but for the addition of {@code
  * max_future} (compared line by line).
+ *
+ * <p>A {@link ConditionalExpression} with no input always evaluated: the generated code never
+ * evaluates the child (it reads the value), so Spark's common-subexpression elimination must not
+ * take the child out as a subexpression of its own, which would write the value into the code
+ * after all (measured: a class compiled per batch once the same bound appeared twice in a stage).
  */
-public final class BatchValue extends OneChildExpression {
+public final class BatchValue extends OneChildExpression implements ConditionalExpression {
   private static final long serialVersionUID = 1L;
 
   public BatchValue(Seq<Expression> children) {
@@ -49,6 +55,26 @@ public final class BatchValue extends OneChildExpression {
   @Override
   public boolean deterministic() {
     return true;
+  }
+
+  @Override
+  public boolean foldable() {
+    return false;
+  }
+
+  @Override
+  public Seq<Expression> alwaysEvaluatedInputs() {
+    return CollectionConverters.asScala(List.<Expression>of()).toList();
+  }
+
+  @Override
+  public ConditionalExpression withNewAlwaysEvaluatedInputs(Seq<Expression> inputs) {
+    return this;
+  }
+
+  @Override
+  public Seq<Seq<Expression>> branchGroups() {
+    return CollectionConverters.asScala(List.<Seq<Expression>>of()).toList();
   }
 
   @Override

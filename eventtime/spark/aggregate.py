@@ -299,9 +299,8 @@ def window_aggregate(
             hb = F.coalesce(F.col(heartbeat_col), F.lit(False))
             cls = F.when(hb, F.lit(CLS_HEARTBEAT)) if cls is None else cls.when(hb, F.lit(CLS_HEARTBEAT))
         cls = F.lit(CLS_DATA) if cls is None else cls.otherwise(F.lit(CLS_DATA))
-        # __et_valid is "__et_reason is null" as a plain conjunction (spark/extract.py)
-        valid = F.col("__et_valid") if "__et_valid" in df.columns else reason.isNull()
-        cls = F.when(valid, cls).otherwise(F.lit(CLS_INVALID))
+        # __et_valid is exactly "__et_reason is null", as a plain conjunction (spark/extract.py)
+        cls = F.when(F.col("__et_valid"), cls).otherwise(F.lit(CLS_INVALID))
         ensure_engine(spark)
         operator_input = df.select(
             ms.alias("et__ms"),

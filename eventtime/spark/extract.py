@@ -125,18 +125,24 @@ def _float_ms(v: Column, unit: str) -> tuple[Column, Column]:
         .when(x <= F.lit(-4.0e18), F.lit(_TINY))
         .otherwise(F.floor(x).cast("long"))
     )
-    reason = (
-        F.when(F.isnan(v), F.lit(NULL_TIMESTAMP))
-        .when(F.abs(v) == F.lit(float("inf")), F.lit(UNPARSEABLE_TIMESTAMP))
-    )
-    return ms, reason
+    return ms, _reason_of(_float_checks(v))
 
 
 def _float_checks(v: Column) -> list:
-    """_float_ms's reason as checks (after the null check: v is not null)."""
+    """A floating value's checks (see _Parse.checks): NaN is a null timestamp, +-inf unparseable."""
     v = v.cast("double")
     infinite = F.abs(v) == F.lit(float("inf"))
     return [(F.isnan(v), ~F.isnan(v), NULL_TIMESTAMP), (infinite, ~infinite, UNPARSEABLE_TIMESTAMP)]
+
+
+def _reason_of(checks: list) -> Column:
+    """The reason of the first failing check (a text, or a column), as one flat CASE; null when
+    every check passes."""
+    reason = None
+    for fails, _, why in checks:
+        value = F.lit(why) if isinstance(why, str) else why
+        reason = F.when(fails, value) if reason is None else reason.when(fails, value)
+    return reason
 
 
 def _ts_ms(ts: Column) -> Column:
@@ -384,40 +390,30 @@ def with_event_time(
         checks = main.checks if _string_fallback is None else None
         df = df.withColumn("__et_ms_raw", ms)
         ms = F.col("__et_ms_raw")
+        if checks is None:  # text: the staged parse's reason, as one check of its own
+            df = df.withColumn("__et_parse_reason", reason)
+            parsed = F.col("__et_parse_reason")
+            checks = [(parsed.isNotNull(), None, parsed)]
         now_col = F.lit(now_ms).cast("long") if now_ms is not None else _batch_now_ms(df)
         enrich_failed = [ENRICHMENT_FAILED_COL] if ENRICHMENT_FAILED_COL in df.columns else []
         corrupt = corrupt_record_col if corrupt_record_col is not None and corrupt_record_col in df.columns else None
         late_bound = now_col + F.lit(max_future_ms)
-        if checks is not None:
-            # first the record's own markers: malformed (its fields are not to be trusted), then
-            # not enriched (its fields may be fine)
-            first = [(F.col(c).isNotNull(), F.col(c).isNull(), r) for c, r in
-                     ([(corrupt, MALFORMED_RECORD)] if corrupt else []) + [(m, ENRICHMENT_FAILED) for m in enrich_failed]]
-            # once the value parsed, ms is not null: each bound's two sides are exact opposites
-            bounds = [(ms < F.lit(min_valid_ms), ms >= F.lit(min_valid_ms), BEFORE_MIN_VALID),
-                      (ms > late_bound, ms <= late_bound, TOO_FAR_IN_FUTURE)]
-            every = [*first, *checks, *bounds]
-            reason = F.when(every[0][0], F.lit(every[0][2]))
-            for fails, _, why in every[1:]:
-                reason = reason.when(fails, F.lit(why))
+        # The quarantine's order: malformed (the row's fields are not to be trusted, the event
+        # time included), not enriched (its fields may be fine), the value, then the bounds.
+        first = [(F.col(c).isNotNull(), F.col(c).isNull(), r) for c, r in
+                 ([(corrupt, MALFORMED_RECORD)] if corrupt else []) + [(m, ENRICHMENT_FAILED) for m in enrich_failed]]
+        # once the value parsed, ms is not null: each bound's two sides are exact opposites
+        bounds = [(ms < F.lit(min_valid_ms), ms >= F.lit(min_valid_ms), BEFORE_MIN_VALID),
+                  (ms > late_bound, ms <= late_bound, TOO_FAR_IN_FUTURE)]
+        every = [*first, *checks, *bounds]
+        if all(passes is not None for _, passes, _ in every):
             valid = every[0][1]
             for _, passes, _ in every[1:]:
                 valid = valid & passes
-            df = df.withColumns({"__et_reason": reason, "__et_valid": valid})
-        else:
-            df = df.withColumn("__et_parse_reason", reason)
-            parsed = F.col("__et_parse_reason")
-            reason = (
-                F.when(parsed.isNotNull(), parsed)
-                .when(ms < F.lit(min_valid_ms), F.lit(BEFORE_MIN_VALID))
-                .when(ms > late_bound, F.lit(TOO_FAR_IN_FUTURE))
-            )
-            for marker in enrich_failed:  # the record was not enriched; its fields may be fine
-                reason = F.when(F.col(marker).isNotNull(), F.lit(ENRICHMENT_FAILED)).otherwise(reason)
-            if corrupt is not None:
-                # Takes precedence: the row's fields (the event time included) are not to be trusted.
-                reason = F.when(F.col(corrupt).isNotNull(), F.lit(MALFORMED_RECORD)).otherwise(reason)
-            df = df.withColumn("__et_reason", reason).withColumn("__et_valid", F.col("__et_reason").isNull())
+            df = df.withColumns({"__et_reason": _reason_of(every), "__et_valid": valid})
+        else:  # a text's parse may leave ms null without a reason: "no reason" as it is
+            df = df.withColumn("__et_reason", _reason_of(every))
+            df = df.withColumn("__et_valid", F.col("__et_reason").isNull())
         settings = {
             "column": column,
             "unit": unit,

@@ -23,7 +23,7 @@ from decimal import Decimal
 from json.encoder import encode_basestring as _quote  # = json.dumps(text, ensure_ascii=False)
 from typing import Any, Iterable, Optional
 
-__all__ = ["render_value", "row_json", "rows_json", "key_json", "keys_json", "to_python"]
+__all__ = ["render_value", "row_json", "rows_json", "rows_json_array", "key_json", "keys_json", "keys_json_array", "to_python"]
 
 
 def to_python(value: Any) -> Any:
@@ -127,10 +127,65 @@ def _objects(names: list[str], columns: list[list[Any]], compact: bool) -> list[
     column: each value rendered by ``render_value``, each name's prefix once."""
     if not names:
         return []
-    comma, colon = (",", ":") if compact else (", ", ": ")
-    prefixes = ["{" + _quote(str(names[0])) + colon] + [comma + _quote(str(n)) + colon for n in names[1:]]
+    prefixes = _prefixes(names, compact)
     texts = [[prefix + render_value(v) for v in values] for prefix, values in zip(prefixes, columns)]
     return ["".join(parts) + "}" for parts in zip(*texts)]
+
+
+def _prefixes(names: list[str], compact: bool) -> list[str]:
+    comma, colon = (",", ":") if compact else (", ", ": ")
+    return ["{" + _quote(str(names[0])) + colon] + [comma + _quote(str(n)) + colon for n in names[1:]]
+
+
+def _needs_escape(column: Any) -> bool:
+    """Whether any text of a pyarrow string array has a byte ``encode_basestring`` escapes: a
+    control character, a quote or a backslash."""
+    import numpy as np
+
+    if not len(column):
+        return False
+    offsets = np.frombuffer(column.buffers()[1], dtype=np.int32)[column.offset: column.offset + len(column) + 1]
+    data = column.buffers()[2]
+    if data is None:
+        return False
+    data = np.frombuffer(data, dtype=np.uint8)[offsets[0]: offsets[-1]]
+    return bool(((data < 0x20) | (data == 0x22) | (data == 0x5C)).any())
+
+
+def _column_texts(column: Any) -> list[Any]:
+    """The ``render_value`` texts of a pyarrow array's values, as parts to join row by row
+    (string arrays and literal strings): integers, booleans and text that needs no escaping by
+    pyarrow's kernels, the rest value by value."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = column.type
+    if pa.types.is_integer(kind):
+        return [pc.cast(column, pa.string()).fill_null("null")]
+    if pa.types.is_boolean(kind):
+        return [pc.if_else(column, "true", "false").fill_null("null")]
+    if pa.types.is_string(kind) and not _needs_escape(column):
+        if not column.null_count:
+            return ['"', column, '"']
+        return [pc.binary_join_element_wise('"', column, '"', "").fill_null("null")]
+    values = column.to_pylist()
+    if pa.types.is_floating(kind):
+        finite = math.isfinite
+        return [pa.array([repr(v) if v is not None and finite(v) else render_value(v) for v in values], pa.string())]
+    return [pa.array([render_value(v) for v in values], pa.string())]
+
+
+def _objects_array(names: list[str], columns: list[Any], compact: bool) -> Any:
+    """``_objects`` of pyarrow arrays, as a string array: the columns' texts joined by pyarrow."""
+    import pyarrow.compute as pc
+
+    parts: list[Any] = []
+    for part in [p for prefix, column in zip(_prefixes(names, compact), columns) for p in [prefix, *_column_texts(column)]] + ["}"]:
+        if isinstance(part, str) and parts and isinstance(parts[-1], str):
+            parts[-1] += part
+        else:
+            parts.append(part)
+    return pc.binary_join_element_wise(*parts, "")
 
 
 def rows_json(rows: Any) -> list[Optional[str]]:
@@ -141,12 +196,20 @@ def rows_json(rows: Any) -> list[Optional[str]]:
     >>> rows_json(pa.array([{"id": 1, "name": "a"}, None]))
     ['{"id": 1, "name": "a"}', None]
     """
+    return rows_json_array(rows).to_pylist()
+
+
+def rows_json_array(rows: Any) -> Any:
+    """``rows_json`` as a pyarrow string array."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     names = [field.name for field in rows.type]
     if not names:
-        return [None if row is None else "{}" for row in rows.to_pylist()]
-    texts = _objects(names, [column.to_pylist() for column in rows.flatten()], compact=False)
+        return pa.array([None if row is None else "{}" for row in rows.to_pylist()], pa.string())
+    texts = _objects_array(names, rows.flatten(), compact=False)
     if rows.null_count:
-        return [text if valid else None for text, valid in zip(texts, rows.is_valid().to_pylist())]
+        return pc.if_else(rows.is_valid(), texts, pa.scalar(None, pa.string()))
     return texts
 
 
@@ -157,3 +220,12 @@ def keys_json(names: list[str], columns: list[list[Any]]) -> list[str]:
     ['{"user":"a","shop":1}', '{"user":"b","shop":null}']
     """
     return _objects(list(names), columns, compact=True)
+
+
+def keys_json_array(names: list[str], columns: list[Any]) -> Any:
+    """``keys_json`` of pyarrow arrays (one per key column), as a pyarrow string array."""
+    import pyarrow as pa
+
+    if not names:
+        return pa.array(["{}"] * (len(columns[0]) if columns else 0), pa.string())
+    return _objects_array(list(names), columns, compact=True)

@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..core._json import keys_json, rows_json
+from ..core._json import keys_json_array, rows_json_array
 from ..core.kinds import INVALID_RECORD, LATE_RECORD, PANE, PARTITION_STATS, RECORD_KINDS
 from ..core.trigger import END_OF_INPUT_MS
 from ..ops.faults import fault_point
@@ -432,12 +432,12 @@ class Router:
                        "window_start", "window_end", "partition", "offset"]
         record_cols += [C_REC] if C_REC in table.column_names else ["payload"]
         records = table.select(list(dict.fromkeys(record_cols))).filter(pc.is_in(kind, pa.array(list(RECORD_KINDS))))
-        keys_text = keys_json(self.keys, [records.column(k).to_pylist() for k in self.keys]) \
-            if self.keys else ["{}"] * records.num_rows
+        keys_text = keys_json_array(self.keys, [records.column(k).combine_chunks() for k in self.keys]) \
+            if self.keys else pa.array(["{}"] * records.num_rows, pa.string())
         columns = {
             "kind": records.column("kind"),
             "reason": records.column("reason"),
-            "key": pa.array(keys_text, pa.string()),
+            "key": keys_text,
         }
         for k in self.keys:
             if k not in columns:
@@ -446,7 +446,7 @@ class Router:
             columns[name] = records.column(name)
         # The whole original row as exact JSON (eventtime.core._json), rendered here for the few
         # late / invalid records only.
-        columns["payload"] = pa.array(rows_json(records.column(C_REC).combine_chunks()), pa.string()) \
+        columns["payload"] = rows_json_array(records.column(C_REC).combine_chunks()) \
             if C_REC in records.column_names else records.column("payload")
         records = pa.table(columns)
         stats = table.select(["partition", "stat_max_event_time", "stat_rows", "stat_delays", "watermark"]).filter(

@@ -11,7 +11,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventtime.core._json import key_json, keys_json, row_json, rows_json
+from eventtime.core._json import key_json, keys_json, keys_json_array, row_json, rows_json
 
 UTC = dt.timezone.utc
 SETTINGS = settings(max_examples=200, derandomize=True, deadline=None)
@@ -63,6 +63,28 @@ def test_keys_json_is_key_json_of_each_row(rows):
     names = [f.name for f in rows.type]
     columns = [column.to_pylist() for column in rows.flatten()]
     assert keys_json(names, columns) == [key_json(names, values) for values in zip(*columns)]
+
+
+@SETTINGS
+@given(struct_arrays(), st.integers(0, 3))
+def test_keys_json_array_is_key_json_of_each_row(rows, start):
+    """The router's path: the key columns as pyarrow arrays (sliced ones too), rendered by kernels."""
+    rows = rows.slice(min(start, len(rows)))
+    names = [f.name for f in rows.type]
+    columns = rows.flatten()
+    expected = [key_json(names, values) for values in zip(*[c.to_pylist() for c in columns])]
+    assert keys_json_array(names, columns).to_pylist() == expected
+
+
+def test_text_that_needs_escaping_and_sliced_rows():
+    names = ["plain", "quote \"x\"", "back\\slash", "new\nline", "bell\x01", "ü €", "", None]
+    rows = pa.StructArray.from_arrays([pa.array(names, pa.string()), pa.array(range(len(names)), pa.int64())],
+                                      names=["text", "n"])
+    for part in (rows, rows.slice(1), rows.slice(3, 2), rows.slice(8)):
+        expected = [row_json(rec.items()) for rec in part.to_pylist()]
+        assert rows_json(part) == expected
+    assert rows_json(rows)[1] == '{"text": "quote \\"x\\"", "n": 1}'
+    assert rows_json(rows)[7] == '{"text": null, "n": 7}'
 
 
 def test_examples_at_the_edges():

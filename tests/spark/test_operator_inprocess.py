@@ -244,6 +244,37 @@ def test_session_timers_read_only_the_keys_that_are_due_not_every_key(spark):
     assert runner.state_entries() == 0
 
 
+def test_a_batch_that_moves_w_reads_each_key_with_rows_once(spark):
+    """Data in every batch, so no no-data batch: the operator's catch-up sweep of a bucket reads
+    every key of it (some windows are due), and the keys that also have rows are then processed
+    from those same bytes, not read from the store a second time. 60 keys, one record each per
+    batch, W published one window further each batch (per-partition mode, so no timers)."""
+    import json
+
+    from eventtime import Record, Tumbling
+    from eventtime.core.config import EngineConfig
+    from eventtime.core.scenario import Scenario
+    from eventtime.core.watermark import WatermarkPolicy
+
+    config = EngineConfig(Tumbling(1000), (count(),), allowed_lateness_ms=10_000, min_valid_ms=1,
+                          watermark=WatermarkPolicy("per_partition"))
+    runner = JvmReplay(Scenario(config, ((Record("k", 1000),),), now_ms=10**9), spark)
+    keys = [f"user-{i}" for i in range(60)]
+    reads, on_time = [], []
+    for b in range(6):
+        rows = [{"rec": [json.dumps(k), None, i, False], "ms": 1000 * b + 500, "cls": 0, "reason": None, "raw": None,
+                 "part": "0", "off": None} for i, k in enumerate(keys)]
+        before = runner.keys_read()
+        out = json.loads(runner.engine.batch(json.dumps(rows), 1000 * b, False))
+        reads.append(runner.keys_read() - before)
+        on_time.append(sorted((json.loads(r["key"]), r["window_start"], r["count"]) for r in out
+                              if r["kind"] == "pane" and r["pane_timing"] == "ON_TIME"))
+    assert reads == [60] * 6, reads  # 120 per batch when the key loop read them again
+    assert on_time[0] == []
+    for b in range(1, 6):  # the window of the batch before fires once per key, with its one record
+        assert on_time[b] == sorted((k, 1000 * (b - 1), 1) for k in keys), b
+
+
 def test_jvm_delay_bins_are_the_advisors(spark):
     from eventtime.query.advise import delay_bin
 

@@ -295,7 +295,8 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
 
   /**
    * Sweeps every key of the bucket to W when a window of it became due or expired, except the
-   * keys in {@code skip} (they have rows in this batch and are swept as they are read).
+   * keys in {@code skip} (they have rows in this batch and are swept as they are read; the state
+   * read here for them is kept for that, {@link #prefetched}).
    */
   private void sweepBucket(Meta m, long watermark, List<Row> out, Map<List<Object>, List<Row>> skip) {
     if (watermark <= m.w) return;
@@ -319,8 +320,14 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
       for (Iterator<Tuple2<Row, byte[]>> it = CollectionConverters.asJava(keys.iterator()); it.hasNext(); ) entries.add(it.next());
       keysRead += entries.size();
       for (Tuple2<Row, byte[]> e : entries) {
-        if (!skip.isEmpty() && skip.containsKey(groupKey(e._1(), 0, lay.nk))) continue;
-          KeyState st = decode(e._2());
+        if (!skip.isEmpty()) {
+          List<Object> id = groupKey(e._1(), 0, lay.nk);
+          if (skip.containsKey(id)) {
+            prefetched.put(id, e._2());  // read here once: the key loop uses these bytes
+            continue;
+          }
+        }
+        KeyState st = decode(e._2());
         if (sweep(st, m.w, watermark, e._1(), out)) store(e._1(), st);
       }
       m.windows.removeIf(ws -> spec.maxTs(ws) + spec.latenessMs <= watermark);
@@ -404,13 +411,15 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
         m.timer = Long.MIN_VALUE;
       }
     }
-    for (List<Row> keyRows : byKey.values()) {
+    for (Map.Entry<List<Object>, List<Row>> e : byKey.entrySet()) {
+      List<Row> keyRows = e.getValue();
       Row first = keyRows.get(0);
       Object[] kv = new Object[lay.nk];
       for (int i = 0; i < lay.nk; i++) kv[i] = first.get(Layout.K0 + i);
       if (spec.session) processSessionKey(m, RowFactory.create(kv), keyRows, wPrev, watermark, out);
-      else processKey(m, RowFactory.create(kv), keyRows, wPrev, watermark, out);
+      else processKey(m, RowFactory.create(kv), e.getKey(), keyRows, wPrev, watermark, out);
     }
+    prefetched.clear();
     if (spec.bounded || end) {
       // a static DataFrame ends with its input; so does a stream whose end of input reached this bucket
       sweepBucket(m, Spec.END_OF_INPUT_MS, out, java.util.Collections.emptyMap());
@@ -439,7 +448,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     return Math.max(0, w);
   }
 
-  private void processKey(Meta m, Row key, List<Row> rows, long wPrev, long watermark, List<Row> out) {
+  private void processKey(Meta m, Row key, List<Object> id, List<Row> rows, long wPrev, long watermark, List<Row> out) {
     KeyState st = null;
     TreeMap<Long, Acc[]> deltas = spec.finalOnly ? null : new TreeMap<>();
     for (Row r : rows) {
@@ -468,7 +477,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
         continue;
       }
       if (st == null) {
-        st = load(key, wPrev, watermark, out);
+        st = load(key, id, wPrev, watermark, out);
       }
       Acc[] held = st.slices.get(slice);
       if (held == null) {
@@ -485,7 +494,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     }
     if (st == null) {
       // only late records: the key still needs its catch-up sweep
-      st = load(key, wPrev, watermark, out);
+      st = load(key, id, wPrev, watermark, out);
       if (!sweptChanged) return;
     }
     if (deltas != null && !deltas.isEmpty()) {
@@ -511,6 +520,13 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   }
 
   private boolean sweptChanged;
+
+  /**
+   * The state of the keys with rows in this call, as the bucket's sweep read it (when it swept):
+   * nothing writes a key with rows between the sweep and its turn in the key loop, which then
+   * reads none of them from the store again.
+   */
+  private final Map<List<Object>, byte[]> prefetched = new java.util.HashMap<>();
 
   // --- session windows (Sessions.java) ---------------------------------------------------------
 
@@ -556,9 +572,12 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   }
 
   /** The key's state (new when none), swept from wPrev to W (the bucket's catch-up for this key). */
-  private KeyState load(Row key, long wPrev, long watermark, List<Row> out) {
-    byte[] bytes = keys.getValue(key);
-    keysRead++;
+  private KeyState load(Row key, List<Object> id, long wPrev, long watermark, List<Row> out) {
+    byte[] bytes = prefetched.remove(id);
+    if (bytes == null) {
+      bytes = keys.getValue(key);
+      keysRead++;
+    }
     if (bytes == null) {
       sweptChanged = false;
       return new KeyState();

@@ -348,9 +348,11 @@ def window_aggregate(
                 },
             }
         )
+        # One projection of the operator's struct: Spark's optimizer would merge two every batch.
+        out = F.col("et__out")
         cols = []
         for field in out_schema.fields:
-            c = F.col(field.name)
+            c = out[field.name]
             if field.name == MERGED_FROM:
                 if not window.merging:
                     continue
@@ -363,9 +365,11 @@ def window_aggregate(
                 c = F.timestamp_millis(c).alias(field.name)
             elif field.name == "raw_timestamp" and ts_col in position:
                 # a late record's raw time: Spark's own text of the original value
-                c = F.when(F.col("kind") == LATE_RECORD, F.col(C_REC)[ts_col].cast("string")).otherwise(c).alias(field.name)
+                c = F.when(out["kind"] == LATE_RECORD, out[C_REC][ts_col].cast("string")).otherwise(c).alias(field.name)
+            else:
+                c = c.alias(field.name)
             cols.append(c)
-        return raw.select(*cols, F.col(C_REC))
+        return raw.select(*cols, out[C_REC].alias(C_REC))
 
     return apply
 

@@ -15,7 +15,10 @@ import org.apache.spark.sql.types.StructType;
 public final class Engine {
   private Engine() {}
 
-  /** The operator output of {@code input} (layout: see {@link Layout}) for the JSON spec. */
+  /**
+   * The operator output of {@code input} (layout: see {@link Layout}) for the JSON spec: one
+   * struct column {@code et__out} of {@code spec.outputType}, whose fields the caller selects.
+   */
   public static Dataset<Row> apply(Dataset<Row> input, String specJson) {
     Spec spec = new Spec(specJson);
     StructType opSchema = Layout.operatorSchema(spec);
@@ -34,7 +37,7 @@ public final class Engine {
             spec.bounded || spec.publishedWatermark ? TimeMode.None() : TimeMode.EventTime(),
             OutputMode.Append(),
             Encoders.BINARY());
-    return out.select(RowBytes.column(out.col("value"), spec.outputType).alias("et__out")).select("et__out.*");
+    return out.select(RowBytes.column(out.col("value"), spec.outputType).alias("et__out"));
   }
 
   /** The map side alone (statistics, pass-through, map-side combine): the operator's input. */

@@ -24,9 +24,10 @@ import scala.jdk.javaapi.CollectionConverters;
  * not reading {@code __et_wm}) lie between the node and the operator input, the maximum over
  * the rows that reach the map side is the node's maximum. The node is then taken out of the
  * input and put after the {@link Mapper}, on one row per task that carries the task's maximum
- * ({@link Layout#WATERMARK}), with the same delay. That row is dropped right after the node: the
- * operator never sees it. Otherwise (a filter Spark keeps above the node, a join, ...) the input
- * is left as it is.
+ * ({@link Layout#WATERMARK}), with the same delay. That row goes on to the operator's
+ * pass-through group, which skips it (a filter here would be one more node for Spark's optimizer
+ * to go through in every micro-batch). Otherwise (a filter Spark keeps above the node, a join,
+ * ...) the input is left as it is.
  */
 final class MapSideWatermark {
   /** The column of the watermark that {@code with_event_time} defines (eventtime/spark/extract.py). */
@@ -108,15 +109,12 @@ final class MapSideWatermark {
     return false;
   }
 
-  /** The mapper's output with the watermark node on the carrier rows, which it then drops. */
+  /** The mapper's output with the watermark node on the carrier rows (the operator skips them). */
   Dataset<Row> apply(Dataset<Row> mapped) {
-    // The filter reads the event-time column, so Spark keeps it above the node (a filter that
-    // does not would be pushed below it, and the node would never see a carrier row).
     return mapped
         .withColumn(CARRIER, functions.when(functions.col("et__cls").equalTo(Layout.WATERMARK),
             functions.timestamp_millis(functions.col("et__ms"))))
         .withWatermark(CARRIER, delayMs + " milliseconds")
-        .filter(functions.col(CARRIER).isNull())
         .drop(CARRIER);
   }
 }

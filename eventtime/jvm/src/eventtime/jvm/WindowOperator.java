@@ -379,7 +379,9 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     if (group.getInt(0) == Layout.PASS) {
       while (it.hasNext()) {
         Row r = it.next();
-        out.add(r.getInt(lay.cls) == Layout.STATS ? statsRow(r, watermark) : invalidRecord(r, watermark));
+        int cls = r.getInt(lay.cls);
+        if (cls == Layout.WATERMARK) continue;  // its task's largest event time, for Spark's watermark node
+        out.add(cls == Layout.STATS ? statsRow(r, watermark) : invalidRecord(r, watermark));
       }
       return CollectionConverters.asScala(out.iterator());
     }

@@ -129,3 +129,30 @@ def test_the_node_before_and_after_the_map_side_give_the_same_output(spark):
     moved = run_spark_typed(sc, spark)
     kept = run_spark_typed(sc, spark, between=lambda df: df.filter(F.col("__et_wm").isNull() | (F.col("rid") >= 0)))
     assert diff_typed(moved, kept) is None, diff_typed(moved, kept)
+
+
+def _exchange_input_columns(runner: SparkTypedRunner) -> list[str]:
+    """The columns the last batch shuffles to the operator (the child of its one exchange)."""
+    node = runner.query._jsq.streamingQuery().lastExecution().executedPlan()
+    while node.nodeName() != "Exchange":
+        children = node.children()
+        node = children.apply(0)  # the operator's input comes first, its initial state second
+    output = node.child().output()
+    return [output.apply(i).name() for i in range(output.size())]
+
+
+@pytest.mark.parametrize("aggregations", [PLAIN, AGGREGATIONS], ids=["fold-expression", "mapper"])
+def test_the_operator_input_is_shuffled_packed(spark, aggregations):
+    """The mapper's rows reach the operator as the grouping key and one binary column
+    (Packed.java), not a serializer and deserializer expression per column, and the output is
+    the model's, with and without the watermark node after the map side."""
+    sc = _scenario(aggregations)
+    expected = run_reference_typed(sc)
+    for between in (None, lambda df: df.filter(F.col("__et_wm").isNull() | (F.col("rid") >= 0))):
+        runner = SparkTypedRunner(sc, spark, between)
+        try:
+            got = [runner.run_batch(batch) for batch in sc["batches"]]
+            assert _exchange_input_columns(runner) == ["et__g", "et__b", "et__v"]
+        finally:
+            runner.close()
+        assert diff_typed(expected, got) is None, diff_typed(expected, got)

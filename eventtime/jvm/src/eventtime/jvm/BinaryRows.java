@@ -24,6 +24,8 @@ final class BinaryRows extends StatefulProcessor<Row, Row, byte[]> {
   private static final long serialVersionUID = 1L;
   private final WindowOperator operator;
   private final StructType type;
+  /** The operator's input rows, which arrive packed ({@link Packed}). */
+  private final StructType operatorType;
   /**
    * Per task thread, the serializer of each output type: creating one generates its code (a
    * third of a small batch's operator time when each task made its own); one is not thread-safe.
@@ -32,9 +34,10 @@ final class BinaryRows extends StatefulProcessor<Row, Row, byte[]> {
       ThreadLocal.withInitial(HashMap::new);
   private transient ExpressionEncoder.Serializer<Row> serializer;
 
-  BinaryRows(WindowOperator operator, StructType type) {
+  BinaryRows(WindowOperator operator, StructType type, StructType operatorType) {
     this.operator = operator;
     this.type = type;
+    this.operatorType = operatorType;
   }
 
   @Override
@@ -45,7 +48,7 @@ final class BinaryRows extends StatefulProcessor<Row, Row, byte[]> {
 
   @Override
   public scala.collection.Iterator<byte[]> handleInputRows(Row key, scala.collection.Iterator<Row> rows, TimerValues timerValues) {
-    return operator.handleInputRows(key, rows, timerValues).map(this::bytes);
+    return operator.handleInputRows(key, Packed.unpack(operatorType, rows), timerValues).map(this::bytes);
   }
 
   @Override

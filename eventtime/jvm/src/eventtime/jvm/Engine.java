@@ -21,19 +21,19 @@ public final class Engine {
    */
   public static Dataset<Row> apply(Dataset<Row> input, String specJson) {
     Spec spec = new Spec(specJson);
-    StructType opSchema = Layout.operatorSchema(spec);
     MapSideWatermark moved = MapSideWatermark.of(input);
     Dataset<Row> mapped = mapInput(moved == null ? input : moved.input, spec)
-        .mapPartitions(new Mapper(spec, moved != null), Encoders.row(opSchema));
+        .mapPartitions(new Packed.Pack(new Mapper(spec, moved != null), spec), Encoders.row(Packed.schema()));
     if (moved != null) mapped = moved.apply(mapped);
     Dataset<byte[]> out = mapped
-        .groupBy(functions.col("et__g"), functions.col("et__b"))
-        .as(Encoders.row(Layout.groupSchema(spec)), Encoders.row(opSchema))
+        .select(functions.col(Packed.GROUP), functions.col(Packed.BUCKET), functions.col(Packed.VALUE))
+        .groupBy(functions.col(Packed.GROUP), functions.col(Packed.BUCKET))
+        .as(Encoders.row(Layout.groupSchema(spec)), Encoders.row(Packed.valueSchema()))
         .transformWithState(
             // A static DataFrame is one batch without a watermark: each key is processed once and
             // then swept to the end of input, so it needs no timers.
             // With per-partition watermarks the driver publishes W and tick rows wake the buckets.
-            new BinaryRows(new WindowOperator(spec), spec.outputType),
+            new BinaryRows(new WindowOperator(spec), spec.outputType, Layout.operatorSchema(spec)),
             spec.bounded || spec.publishedWatermark ? TimeMode.None() : TimeMode.EventTime(),
             OutputMode.Append(),
             Encoders.BINARY());

@@ -109,12 +109,10 @@ final class MapSideWatermark {
     return false;
   }
 
-  /** The mapper's output with the watermark node on the carrier rows (the operator skips them). */
+  /** The mapper's packed output ({@link Packed}) with the watermark node on the carrier rows (the operator skips them). */
   Dataset<Row> apply(Dataset<Row> mapped) {
     return mapped
-        .withColumn(CARRIER, functions.when(functions.col("et__cls").equalTo(Layout.WATERMARK),
-            functions.timestamp_millis(functions.col("et__ms"))))
-        .withWatermark(CARRIER, delayMs + " milliseconds")
-        .drop(CARRIER);
+        .withColumn(CARRIER, functions.timestamp_millis(functions.col(Packed.WATERMARK_MS)))
+        .withWatermark(CARRIER, delayMs + " milliseconds");
   }
 }

@@ -1,11 +1,7 @@
 package eventtime.jvm;
 
-import java.util.HashMap;
-import java.util.Map;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.encoders.ExpressionEncoder;
-import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.streaming.ExpiredTimerInfo;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.StatefulProcessor;
@@ -14,7 +10,7 @@ import org.apache.spark.sql.streaming.TimerValues;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * The {@link WindowOperator}'s output rows as Spark's binary rows ({@link UnsafeRow} bytes), read
+ * The {@link WindowOperator}'s output rows as Spark's binary rows ({@code UnsafeRow} bytes), read
  * back as columns by {@link RowBytes}. With the output as Java {@code Row}s, Spark's plan holds a
  * serializer expression per output column (the record's struct nested in it), which its
  * optimizer and code generator go through again in every micro-batch; here the plan holds one
@@ -26,12 +22,6 @@ final class BinaryRows extends StatefulProcessor<Row, Row, byte[]> {
   private final StructType type;
   /** The operator's input rows, which arrive packed ({@link Packed}). */
   private final StructType operatorType;
-  /**
-   * Per task thread, the serializer of each output type: creating one generates its code (a
-   * third of a small batch's operator time when each task made its own); one is not thread-safe.
-   */
-  private static final ThreadLocal<Map<StructType, ExpressionEncoder.Serializer<Row>>> SERIALIZERS =
-      ThreadLocal.withInitial(HashMap::new);
   private transient ExpressionEncoder.Serializer<Row> serializer;
 
   BinaryRows(WindowOperator operator, StructType type, StructType operatorType) {
@@ -62,8 +52,7 @@ final class BinaryRows extends StatefulProcessor<Row, Row, byte[]> {
   }
 
   private byte[] bytes(Row row) {
-    if (serializer == null) serializer = SERIALIZERS.get().computeIfAbsent(type, t -> ExpressionEncoder.apply(t).createSerializer());
-    InternalRow r = serializer.apply(row);  // reused by the serializer: copied out here
-    return ((UnsafeRow) r).getBytes();
+    if (serializer == null) serializer = Packed.serializer(type);  // one per task thread
+    return Packed.bytes(serializer, row);
   }
 }

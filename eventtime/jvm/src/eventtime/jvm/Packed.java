@@ -44,11 +44,25 @@ final class Packed {
     return DataTypes.createStructType(new StructField[] {f[0], f[1], f[3]});
   }
 
-  // Per task thread, per operator row type: creating one generates its code; one is not thread-safe.
+  /*
+   * Per task thread, the serializer and deserializer of each row type: creating one generates its
+   * code (a third of a small batch's operator time when each task made its own); one is not
+   * thread-safe.
+   */
   private static final ThreadLocal<Map<StructType, ExpressionEncoder.Serializer<Row>>> SERIALIZERS =
       ThreadLocal.withInitial(HashMap::new);
   private static final ThreadLocal<Map<StructType, ExpressionEncoder.Deserializer<Row>>> DESERIALIZERS =
       ThreadLocal.withInitial(HashMap::new);
+
+  /** This task thread's serializer of {@code Row}s of {@code type} into Spark's binary rows. */
+  static ExpressionEncoder.Serializer<Row> serializer(StructType type) {
+    return SERIALIZERS.get().computeIfAbsent(type, t -> ExpressionEncoder.apply(t).createSerializer());
+  }
+
+  /** The binary row of {@code row} (the serializer reuses its row: the bytes are copied out). */
+  static byte[] bytes(ExpressionEncoder.Serializer<Row> serializer, Row row) {
+    return ((UnsafeRow) serializer.apply(row)).getBytes();
+  }
 
   /** The {@link Mapper}'s rows, packed. */
   static final class Pack implements MapPartitionsFunction<Row, Row> {
@@ -64,8 +78,7 @@ final class Packed {
     @Override
     public Iterator<Row> call(Iterator<Row> input) throws Exception {
       Iterator<Row> rows = mapper.call(input);
-      ExpressionEncoder.Serializer<Row> serializer = SERIALIZERS.get().computeIfAbsent(
-          Layout.operatorSchema(spec), t -> ExpressionEncoder.apply(t).createSerializer());
+      ExpressionEncoder.Serializer<Row> serializer = serializer(Layout.operatorSchema(spec));
       Layout lay = new Layout(spec);
       int cls = lay.cls, ms = lay.ms;
       return new Iterator<Row>() {
@@ -77,8 +90,7 @@ final class Packed {
         @Override
         public Row next() {
           Row r = rows.next();
-          // the serializer reuses its row: its bytes are copied out here
-          byte[] bytes = ((UnsafeRow) serializer.apply(r)).getBytes();
+          byte[] bytes = bytes(serializer, r);
           Object carrier = r.getInt(cls) == Layout.WATERMARK ? r.get(ms) : null;
           return RowFactory.create(r.get(0), r.get(1), carrier, bytes);
         }

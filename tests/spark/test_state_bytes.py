@@ -1,6 +1,7 @@
 """The bytes the JVM engine keeps in state (and shuffles as partials) are pinned here, written out
 by hand with ``struct``: a checkpoint written by an earlier version must stay readable. The
-encoding is java.io.DataOutputStream's (big-endian), with zigzag variable-length integers."""
+encoding is java.io.DataOutputStream's (big-endian), with zigzag variable-length integers. The
+operator's output rows are Spark's own binary rows, which its serializer would write."""
 
 from __future__ import annotations
 
@@ -128,3 +129,12 @@ def test_a_truncated_state_value_fails_with_a_message(jvm_spec):
     whole = varlong(0) + varlong(2) + struct.pack(">d", 1.0) + varlong(0) * 3
     with pytest.raises(Py4JJavaError, match="ends early"):
         jvm.eventtime.jvm.Acc.decode(spec, bytearray(whole[:5]))
+
+
+def test_output_rows_are_written_as_spark_serializer_bytes(spark):
+    """The operator's output rows with numbers, booleans, text and binary are written by
+    RowWriter, the rest by Spark's serializer: the bytes are Spark's, row for row (seeded rows
+    with nulls, NaN, -0.0, infinities, extreme integers, empty and non-ASCII text)."""
+    mismatched, written = spark._jvm.eventtime.jvm.InProcess.rowWriterCheck(11, 5000)
+    assert mismatched == 0
+    assert 1000 < written < 5000  # the others hold a decimal, a date or a struct

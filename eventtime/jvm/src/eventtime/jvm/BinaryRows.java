@@ -23,6 +23,7 @@ final class BinaryRows extends StatefulProcessor<Row, Row, byte[]> {
   /** The operator's input rows, which arrive packed ({@link Packed}). */
   private final StructType operatorType;
   private transient ExpressionEncoder.Serializer<Row> serializer;
+  private transient RowWriter writer;
 
   BinaryRows(WindowOperator operator, StructType type, StructType operatorType) {
     this.operator = operator;
@@ -52,6 +53,9 @@ final class BinaryRows extends StatefulProcessor<Row, Row, byte[]> {
   }
 
   private byte[] bytes(Row row) {
+    if (writer == null) writer = new RowWriter(type);
+    byte[] fast = writer.bytes(row);
+    if (fast != null) return fast;
     if (serializer == null) serializer = Packed.serializer(type);  // one per task thread
     return Packed.bytes(serializer, row);
   }

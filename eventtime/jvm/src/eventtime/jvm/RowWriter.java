@@ -1,0 +1,120 @@
+package eventtime.jvm;
+
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.expressions.codegen.UnsafeRowWriter;
+import org.apache.spark.sql.types.BinaryType;
+import org.apache.spark.sql.types.BooleanType;
+import org.apache.spark.sql.types.ByteType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DoubleType;
+import org.apache.spark.sql.types.FloatType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.ShortType;
+import org.apache.spark.sql.types.StringType;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * Writes a {@code Row} of {@code type} as Spark's binary row with the writer calls Spark's
+ * generated serializer makes, for rows whose non-null values are numbers, booleans, text and
+ * binary ({@link #bytes} returns null for any other row, which the caller serializes with
+ * Spark's own serializer). Most of the operator's output rows are panes with such values: they
+ * skip the generic serializer's per-field checks and conversions, and a text value that comes
+ * again as the same object (a pane's kind and timing, a key's text for its several panes) is
+ * encoded once.
+ */
+final class RowWriter {
+  private static final int LONG = 0, INT = 1, SHORT = 2, BYTE = 3, BOOLEAN = 4, DOUBLE = 5, FLOAT = 6, TEXT = 7,
+      BINARY = 8, OTHER = 9;
+  private static final int CACHE = 64;
+
+  private final int[] kinds;
+  private final UnsafeRowWriter writer;
+  // the UTF-8 of the last text values, by identity of the Java string
+  private final String[] cachedText = new String[CACHE];
+  private final UTF8String[] cachedUtf8 = new UTF8String[CACHE];
+
+  RowWriter(StructType type) {
+    kinds = new int[type.size()];
+    for (int i = 0; i < kinds.length; i++) kinds[i] = kind(type.fields()[i].dataType());
+    writer = new UnsafeRowWriter(kinds.length, 64);
+  }
+
+  private static int kind(DataType t) {
+    if (t instanceof LongType) return LONG;
+    if (t instanceof IntegerType) return INT;
+    if (t instanceof ShortType) return SHORT;
+    if (t instanceof ByteType) return BYTE;
+    if (t instanceof BooleanType) return BOOLEAN;
+    if (t instanceof DoubleType) return DOUBLE;
+    if (t instanceof FloatType) return FLOAT;
+    if (t instanceof StringType) return TEXT;
+    if (t instanceof BinaryType) return BINARY;
+    return OTHER;
+  }
+
+  /** The row's bytes, or null when a non-null value is not one this writer handles. */
+  byte[] bytes(Row row) {
+    UnsafeRowWriter w = writer;
+    w.reset();
+    w.zeroOutNullBytes();
+    for (int i = 0; i < kinds.length; i++) {
+      Object v = row.get(i);
+      if (v == null) {
+        w.setNullAt(i);
+        continue;
+      }
+      switch (kinds[i]) {
+        case LONG:
+          if (!(v instanceof Long)) return null;
+          w.write(i, ((Long) v).longValue());
+          break;
+        case INT:
+          if (!(v instanceof Integer)) return null;
+          w.write(i, ((Integer) v).intValue());
+          break;
+        case SHORT:
+          if (!(v instanceof Short)) return null;
+          w.write(i, ((Short) v).shortValue());
+          break;
+        case BYTE:
+          if (!(v instanceof Byte)) return null;
+          w.write(i, ((Byte) v).byteValue());
+          break;
+        case BOOLEAN:
+          if (!(v instanceof Boolean)) return null;
+          w.write(i, ((Boolean) v).booleanValue());
+          break;
+        case DOUBLE:
+          if (!(v instanceof Double)) return null;
+          w.write(i, ((Double) v).doubleValue());
+          break;
+        case FLOAT:
+          if (!(v instanceof Float)) return null;
+          w.write(i, ((Float) v).floatValue());
+          break;
+        case TEXT:
+          if (!(v instanceof String)) return null;
+          w.write(i, utf8((String) v));
+          break;
+        case BINARY:
+          if (!(v instanceof byte[])) return null;
+          w.write(i, (byte[]) v);
+          break;
+        default:
+          return null;
+      }
+    }
+    return w.getRow().getBytes();
+  }
+
+  private UTF8String utf8(String s) {
+    int slot = System.identityHashCode(s) & (CACHE - 1);
+    if (cachedText[slot] != s) {
+      cachedText[slot] = s;
+      cachedUtf8[slot] = UTF8String.fromString(s);
+    }
+    return cachedUtf8[slot];
+  }
+}

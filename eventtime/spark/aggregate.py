@@ -20,7 +20,7 @@ from ..core import aggregations as _agg
 from ..core._duration import to_ms
 from ..core.aggregations import Aggregation
 from ..core.config import EngineConfig
-from ..core.kinds import COUNT, LATE_RECORD, MAX, MEAN, MIN, SUM, UDAF
+from ..core.kinds import COUNT, MAX, MEAN, MIN, SUM, UDAF
 from ..core.trigger import ACCUMULATING, ON_TIME_AND_LATE
 from ..core.watermark import GLOBAL, WatermarkPolicy
 from ..core.window import WindowAssigner
@@ -166,8 +166,13 @@ def engine_spec(
     keys: Sequence[str],
     aggregations: Sequence[Aggregation],
     bounded: bool,
+    event_time_column: Optional[str] = None,
+    session_time_zone: str = "UTC",
 ) -> dict:
-    """The JVM engine's configuration (Spec.java) for the user's row type ``record_type``."""
+    """The JVM engine's configuration (Spec.java) for the user's row type ``record_type``.
+
+    ``event_time_column``: the record's column a late record's ``raw_timestamp`` is Spark's text
+    of (in ``session_time_zone``), when the event time is one of the record's columns."""
     position = {f.name: i for i, f in enumerate(record_type.fields)}
 
     def column_type(agg: Aggregation):
@@ -183,6 +188,8 @@ def engine_spec(
         "watermark": config.watermark.to_dict(),
         "max_out_of_orderness_ms": config.max_out_of_orderness_ms,
         "buckets": NUM_BUCKETS,
+        "event_time_field": position.get(event_time_column, -1) if event_time_column else -1,
+        "session_time_zone": session_time_zone,
         "record_type": record_type.json(),
         "output_type": T.StructType([*out_schema.fields, T.StructField(C_REC, record_type)]).json(),
         "key_fields": [position[k] for k in keys],
@@ -283,9 +290,10 @@ def window_aggregate(
         agg_fields = [T.StructField(a.name, _agg_type(a, schema)) for a in aggregations]
         out_schema = output_schema(key_fields, agg_fields)
         record_type = T.StructType([schema[c] for c in user_cols])
-        position = {c: i for i, c in enumerate(user_cols)}
         spark = df.sparkSession
-        spec = engine_spec(window, config, record_type, out_schema, keys, aggregations, bounded=not df.isStreaming)
+        spec = engine_spec(window, config, record_type, out_schema, keys, aggregations, bounded=not df.isStreaming,
+                           event_time_column=settings.get("column"),
+                           session_time_zone=spark.conf.get("spark.sql.session.timeZone"))
         # The operator input (eventtime/jvm/src/eventtime/jvm/Layout.java): the event time as a
         # plain long (no watermark metadata, so Spark drops nothing before the operator), the row
         # class, the invalid reason / raw text, partition (Spark's own text of it) and offset,
@@ -325,7 +333,6 @@ def window_aggregate(
                   for f in operator_input.schema.fields]))
         raw = DataFrame(spark._jvm.eventtime.jvm.Engine.apply(operator_input._jdf, json.dumps(spec)), spark)
         signal_path = settings.get("end_of_input_signal")
-        ts_col = settings.get("column")
         from ..ops.compat import state_fingerprint
 
         # layout 3: per-key state of the JVM operator (layouts 1-2: hash buckets of pickled frames).
@@ -363,9 +370,6 @@ def window_aggregate(
                 c = c.alias("kind", metadata={_META: meta})
             elif field.name in _TS_COLUMNS:
                 c = F.timestamp_millis(c).alias(field.name)
-            elif field.name == "raw_timestamp" and ts_col in position:
-                # a late record's raw time: Spark's own text of the original value
-                c = F.when(out["kind"] == LATE_RECORD, out[C_REC][ts_col].cast("string")).otherwise(c).alias(field.name)
             else:
                 c = c.alias(field.name)
             cols.append(c)

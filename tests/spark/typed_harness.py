@@ -105,6 +105,8 @@ def _record_entry(kind: str, row: dict, keys: tuple, extra: dict) -> dict:
         "partition": _partition_text(row["part"]),
         "offset": row["off"],
         "payload": {name: expected_json(row[name]) for name, _ in TYPED_COLUMNS},
+        # Spark's text of the original event time (a bigint column: its decimal digits)
+        "raw_timestamp": None if row["ts"] is None else str(row["ts"]),
         **extra,
     }
 
@@ -245,6 +247,7 @@ def render_records(tables: list, keys: tuple) -> list[dict]:
                     "offset": cols["offset"][j],
                     "payload": payload,
                     "ts": ets[j],
+                    "raw_timestamp": cols["raw_timestamp"][j],
                     "reason": cols["reason"][j],
                     "watermark_ms": wms[j] if late else None,
                 }

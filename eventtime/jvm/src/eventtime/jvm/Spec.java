@@ -71,6 +71,11 @@ public final class Spec implements Serializable {
   public final boolean publishedWatermark;
   /** B, the max out-of-orderness (the lateness advisor's delays, {@link #delayBin}). */
   public final long maxOutOfOrdernessMs;
+  /** Position of the event-time column in the record (-1: not one of its columns), and the session's zone. */
+  final int eventTimeField;
+  final String sessionTimeZone;
+  /** Spark's cast of the record's event time to text, bound to field 0 of a one-field row (per task). */
+  private transient org.apache.spark.sql.catalyst.expressions.Cast rawCast;
 
   public Spec(String json) {
     try {
@@ -109,6 +114,8 @@ public final class Spec implements Serializable {
       watermarkProperty = n.get("watermark_property").asText();
       buckets = n.get("buckets").asInt();
       maxOutOfOrdernessMs = n.has("max_out_of_orderness_ms") ? n.get("max_out_of_orderness_ms").asLong() : 0;
+      eventTimeField = n.has("event_time_field") ? n.get("event_time_field").asInt() : -1;
+      sessionTimeZone = n.has("session_time_zone") ? n.get("session_time_zone").asText() : "UTC";
       JsonNode wm = n.get("watermark");
       publishedWatermark = !bounded && wm != null && "per_partition".equals(wm.get("mode").asText());
       recordType = (StructType) DataType.fromJson(n.get("record_type").asText());
@@ -153,6 +160,24 @@ public final class Spec implements Serializable {
     if (delay < 8) return (int) delay;
     int e = 63 - Long.numberOfLeadingZeros(delay);
     return 8 * (e - 2) + (int) ((delay >>> (e - 3)) & 7);
+  }
+
+  /**
+   * A late record's {@code raw_timestamp}: Spark's own text of the record's event-time value
+   * ({@code cast(<column> as string)} in the session's zone), or null when the event time is not
+   * a column of the record or is null.
+   */
+  String rawText(org.apache.spark.sql.Row rec) {
+    if (eventTimeField < 0 || rec == null || rec.isNullAt(eventTimeField)) return null;
+    DataType type = recordType.fields()[eventTimeField].dataType();
+    if (rawCast == null) {
+      rawCast = new org.apache.spark.sql.catalyst.expressions.Cast(
+          new org.apache.spark.sql.catalyst.expressions.BoundReference(0, type, true),
+          org.apache.spark.sql.types.DataTypes.StringType, scala.Option.apply(sessionTimeZone));
+    }
+    Object value = org.apache.spark.sql.catalyst.CatalystTypeConverters.convertToCatalyst(rec.get(eventTimeField));
+    Object text = rawCast.eval(new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(new Object[] {value}));
+    return text == null ? null : text.toString();
   }
 
   /** The bucket of a user key: a hash that is the same in every JVM (no identity hashes). */

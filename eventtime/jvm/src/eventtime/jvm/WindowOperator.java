@@ -224,6 +224,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     Object[] o = outRow("late", r, Layout.K0);
     o[lay.oReason] = "too_late";
     o[lay.oEventTime] = ts;
+    o[lay.oRaw] = spec.rawText(r.getStruct(lay.rec));
     // Spark reports 0 before the first watermark: no watermark yet (null).
     o[lay.oWatermark] = watermark > 0 ? watermark : null;
     o[lay.oLateness] = watermark - ts;

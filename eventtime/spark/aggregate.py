@@ -373,7 +373,10 @@ def window_aggregate(
             else:
                 c = c.alias(field.name)
             cols.append(c)
-        return raw.select(*cols, out[C_REC].alias(C_REC))
+        result = raw.select(*cols, out[C_REC].alias(C_REC))
+        # route() runs the operator struct itself and splits it by kind in the tasks (Collect.java)
+        result._eventtime_operator = (raw, spec["output_type"])
+        return result
 
     return apply
 

@@ -107,6 +107,74 @@ def _rejected(results: list) -> dict:
     return out
 
 
+_OPERATOR = "et__out"  # window_aggregate's operator struct (aggregate.py)
+
+
+def _shapes(keys: list, agg_names: list, merging: bool, record: str = C_REC) -> list[dict]:
+    """The three tables a batch is split into, by ``kind``, as columns of the operator output: the
+    panes (with their watermark, which the pane sink does not get), the late and invalid records
+    (with the user's row, ``record``, for the payload) and the per-partition statistics. Times
+    are epoch ms in the operator's struct and timestamps in the output; ``merged_from`` holds
+    session bounds."""
+    def col(name: str, conversion: str = "") -> dict:
+        return {"name": name, "field": name, **({"as": conversion} if conversion else {})}
+
+    panes = [*map(col, keys), col("window_start", "timestamp"), col("window_end", "timestamp"), col("pane_timing"),
+             col("pane_index"), col("is_final"), *map(col, agg_names)]
+    if merging:
+        panes.append(col(MERGED_FROM, "bounds"))
+    panes.append(col("watermark", "timestamp"))
+    records = [col("kind"), col("reason"), *map(col, keys), col("event_time", "timestamp"), col("raw_timestamp"),
+               col("watermark", "timestamp"), col("lateness_ms"), col("window_start", "timestamp"),
+               col("window_end", "timestamp"), col("partition"), col("offset"), col(record)]
+    stats = [col("partition"), col("stat_max_event_time"), col("stat_rows"), col("stat_delays"),
+             col("watermark", "timestamp")]
+    return [{"kinds": [PANE], "columns": panes}, {"kinds": list(RECORD_KINDS), "columns": records},
+            {"kinds": [PARTITION_STATS], "columns": stats}]
+
+
+def _collector(spark, output_type: str, keys: list, agg_names: list, merging: bool) -> tuple:
+    """What Collect.java needs per batch, and the Arrow types toArrow would give each table."""
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    shapes_json = json.dumps(_shapes(keys, agg_names, merging))
+    large = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
+    schemas = json.loads(spark._jvm.eventtime.jvm.Collect.schemas(output_type, shapes_json))
+    arrow = [to_arrow_schema(T.StructType.fromJson(s), error_on_duplicated_field_names_in_struct=True, timezone="UTC",
+                             prefers_large_types=large) for s in schemas]
+    return output_type, shapes_json, large, arrow
+
+
+def _sink_tables(keys: list, panes, records, stats) -> tuple:
+    """The sinks' tables from the three shapes' columns (_shapes), and the panes' largest
+    watermark (ms, or None): the panes without their watermark, the records with their key and
+    payload as JSON."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    pane_watermark = panes.column("watermark")
+    pane_watermark_ms = pc.max(timestamp_ms(pane_watermark)).as_py() if len(pane_watermark) else None
+    panes = panes.drop_columns(["watermark"])
+    keys_text = keys_json_array(keys, [records.column(k).combine_chunks() for k in keys]) \
+        if keys else pa.array(["{}"] * records.num_rows, pa.string())
+    columns = {
+        "kind": records.column("kind"),
+        "reason": records.column("reason"),
+        "key": keys_text,
+    }
+    for k in keys:
+        if k not in columns:
+            columns[k] = records.column(k)
+    for name in ("event_time", "raw_timestamp", "watermark", "lateness_ms", "window_start", "window_end", "partition", "offset"):
+        columns[name] = records.column(name)
+    # The whole original row as exact JSON (eventtime.core._json), rendered here for the few
+    # late / invalid records only.
+    columns["payload"] = rows_json_array(records.column(C_REC).combine_chunks()) \
+        if C_REC in records.column_names else records.column("payload")
+    return panes, pa.table(columns), stats, pane_watermark_ms
+
+
 class Router:
     """Runs ONE streaming query and splits its output by ``kind`` in ``foreachBatch``."""
 
@@ -164,13 +232,26 @@ class Router:
         self.alerter = alerter
         self.pipeline = pipeline
         self.metrics_name = f"eventtime_{pipeline}"
-        self.out = out.observe(
+        # window_aggregate's own output: the query runs its operator struct, which the tasks split
+        # by kind into Arrow (Collect.java); any other DataFrame goes through toArrow and split.
+        operator = getattr(out, "_eventtime_operator", None)
+        self._collector = None
+        if operator is not None:
+            runs, output_type = operator
+            field = lambda name: F.col(f"{_OPERATOR}.{name}")  # noqa: E731
+            watermark_ms = field("watermark")  # epoch ms in the struct
+            self._collector = _collector(out.sparkSession, output_type, self.keys, self.agg_names,
+                                         MERGED_FROM in out.columns)
+        else:
+            runs, field = out, F.col
+            watermark_ms = F.unix_millis(F.col("watermark"))
+        self.out = runs.observe(
             self.metrics_name,
-            F.count(F.when(F.col("kind") == PANE, 1)).alias("panes"),
-            F.count(F.when(F.col("kind") == LATE_RECORD, 1)).alias("late"),
-            F.count(F.when(F.col("kind") == INVALID_RECORD, 1)).alias("invalid"),
-            F.coalesce(F.sum("stat_rows"), F.lit(0)).alias("rows_in"),
-            F.max(F.unix_millis(F.col("watermark"))).alias("watermark_ms"),
+            F.count(F.when(field("kind") == PANE, 1)).alias("panes"),
+            F.count(F.when(field("kind") == LATE_RECORD, 1)).alias("late"),
+            F.count(F.when(field("kind") == INVALID_RECORD, 1)).alias("invalid"),
+            F.coalesce(F.sum(field("stat_rows")), F.lit(0)).alias("rows_in"),
+            F.max(watermark_ms).alias("watermark_ms"),
         )
         self.query = None
         self.checkpoint: Optional[str] = None
@@ -415,43 +496,39 @@ class Router:
 
     # -- per batch ----------------------------------------------------------------------
     def split(self, table):
-        """(panes, records, stats rows) tables of one batch's operator output."""
+        """(panes, records, stats rows) tables of one batch's operator output, a table of all its
+        columns (what ``toArrow`` gives of the output of ``window_aggregate``)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         kind = table.column("kind")
+        shapes = _shapes(self.keys, self.agg_names, MERGED_FROM in table.column_names,
+                         C_REC if C_REC in table.column_names else "payload")
         # select the few columns each output needs first, then filter only those
-        pane_mask = pc.equal(kind, PANE)
-        merged = [MERGED_FROM] if MERGED_FROM in table.column_names else []  # session windows
-        panes = table.select(
-            [*self.keys, "window_start", "window_end", "pane_timing", "pane_index", "is_final", *self.agg_names, *merged]
-        ).filter(pane_mask)
-        pane_watermark = table.column("watermark").filter(pane_mask)
-        self._pane_watermark_ms = pc.max(timestamp_ms(pane_watermark)).as_py() if len(pane_watermark) else None
-        record_cols = ["kind", "reason", *self.keys, "event_time", "raw_timestamp", "watermark", "lateness_ms",
-                       "window_start", "window_end", "partition", "offset"]
-        record_cols += [C_REC] if C_REC in table.column_names else ["payload"]
-        records = table.select(list(dict.fromkeys(record_cols))).filter(pc.is_in(kind, pa.array(list(RECORD_KINDS))))
-        keys_text = keys_json_array(self.keys, [records.column(k).combine_chunks() for k in self.keys]) \
-            if self.keys else pa.array(["{}"] * records.num_rows, pa.string())
-        columns = {
-            "kind": records.column("kind"),
-            "reason": records.column("reason"),
-            "key": keys_text,
-        }
-        for k in self.keys:
-            if k not in columns:
-                columns[k] = records.column(k)
-        for name in ("event_time", "raw_timestamp", "watermark", "lateness_ms", "window_start", "window_end", "partition", "offset"):
-            columns[name] = records.column(name)
-        # The whole original row as exact JSON (eventtime.core._json), rendered here for the few
-        # late / invalid records only.
-        columns["payload"] = rows_json_array(records.column(C_REC).combine_chunks()) \
-            if C_REC in records.column_names else records.column("payload")
-        records = pa.table(columns)
-        stats = table.select(["partition", "stat_max_event_time", "stat_rows", "stat_delays", "watermark"]).filter(
-            pc.equal(kind, PARTITION_STATS)
-        )
+        tables = [table.select([c["name"] for c in shape["columns"]]).filter(
+            pc.equal(kind, shape["kinds"][0]) if len(shape["kinds"]) == 1 else pc.is_in(kind, pa.array(shape["kinds"])))
+            for shape in shapes]
+        panes, records, stats, self._pane_watermark_ms = _sink_tables(self.keys, *tables)
+        return panes, records, stats
+
+    def _collect(self, df):
+        """(panes, records, stats rows) of one batch, split by kind in the tasks (Collect.java):
+        each task sends each table's columns only, as Arrow."""
+        import pyarrow as pa
+        from pyspark.serializers import NoOpSerializer
+        from pyspark.util import _load_from_socket
+
+        output_type, shapes_json, large, arrow_schemas = self._collector
+        info = df.sparkSession._jvm.eventtime.jvm.Collect.serve(df._jdf, output_type, shapes_json, large)
+        with _load_from_socket(info, NoOpSerializer()) as stream:
+            frames = list(stream)
+        n = len(arrow_schemas)
+        tables = []
+        for s, schema in enumerate(arrow_schemas):
+            parts = [pa.ipc.open_stream(frame).read_all() for frame in frames[s::n]]
+            # toArrow's types (PySpark's own mapping of the Spark types), as the generic path has them
+            tables.append(pa.concat_tables(parts).cast(schema) if parts else schema.empty_table())
+        panes, records, stats, self._pane_watermark_ms = _sink_tables(self.keys, *tables)
         return panes, records, stats
 
     def batch_stats(self, batch_id: int, panes, records, stats):
@@ -552,8 +629,8 @@ class Router:
             self._publish(df.sparkSession, batch_id, 0 if w is None else w, driver.running_max_ms())
         elif self.out.isStreaming:
             self._publish_watermark(df.sparkSession, batch_id)
-        table = df.toArrow()  # one execution of the batch; everything below is on the driver
-        panes, records, stats_rows = self.split(table)
+        # one execution of the batch; everything below is on the driver
+        panes, records, stats_rows = self._collect(df) if self._collector else self.split(df.toArrow())
         stats = self.batch_stats(batch_id, panes, records, stats_rows)
         if driver is not None:
             stats = self._apply_partition_watermark(driver, batch_id, stats_rows, stats)

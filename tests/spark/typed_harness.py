@@ -144,9 +144,10 @@ def run_reference_typed(sc: dict, end_of_input: bool = False) -> list[dict]:
 class SparkTypedRunner:
     """One streaming query over Parquet files of typed rows, fed one micro-batch at a time.
 
-    ``between``: a step applied between ``with_event_time`` and ``window_aggregate``."""
+    ``between``: a step applied between ``with_event_time`` and ``window_aggregate``; ``after``: a
+    step applied to the output of ``window_aggregate`` before ``route``."""
 
-    def __init__(self, sc: dict, spark, between=None) -> None:
+    def __init__(self, sc: dict, spark, between=None, after=None) -> None:
         self.sc = sc
         self.keys = tuple(sc["keys"])
         self.spark = spark
@@ -170,6 +171,8 @@ class SparkTypedRunner:
                 watermark=cfg.watermark.mode, idle_timeout=cfg.watermark.idle_timeout_ms,
             )
         )
+        if after is not None:
+            out = after(out)
         self._panes: list = []
         self._records: list = []
         self.router = eventtime.route(out, panes=lambda t, b, q: self._panes.append(t),
@@ -255,8 +258,8 @@ def render_records(tables: list, keys: tuple) -> list[dict]:
     return out
 
 
-def run_spark_typed(sc: dict, spark, between=None) -> list[dict]:
-    runner = SparkTypedRunner(sc, spark, between)
+def run_spark_typed(sc: dict, spark, between=None, after=None) -> list[dict]:
+    runner = SparkTypedRunner(sc, spark, between, after)
     try:
         return [runner.run_batch(batch) for batch in sc["batches"]]
     finally:

@@ -1,7 +1,6 @@
 package eventtime.jvm;
 
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.catalyst.encoders.ExpressionEncoder;
 import org.apache.spark.sql.streaming.ExpiredTimerInfo;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.StatefulProcessor;
@@ -14,7 +13,7 @@ import org.apache.spark.sql.types.StructType;
  * back as columns by {@link RowBytes}. With the output as Java {@code Row}s, Spark's plan holds a
  * serializer expression per output column (the record's struct nested in it), which its
  * optimizer and code generator go through again in every micro-batch; here the plan holds one
- * binary column, and the rows are written by the same generated serializer, in the task.
+ * binary column, and the rows are written in the task ({@link RowWriter}: Spark's binary rows).
  */
 final class BinaryRows extends StatefulProcessor<Row, Row, byte[]> {
   private static final long serialVersionUID = 1L;
@@ -22,7 +21,6 @@ final class BinaryRows extends StatefulProcessor<Row, Row, byte[]> {
   private final StructType type;
   /** The operator's input rows, which arrive packed ({@link Packed}). */
   private final StructType operatorType;
-  private transient ExpressionEncoder.Serializer<Row> serializer;
   private transient RowWriter writer;
 
   BinaryRows(WindowOperator operator, StructType type, StructType operatorType) {
@@ -54,9 +52,6 @@ final class BinaryRows extends StatefulProcessor<Row, Row, byte[]> {
 
   private byte[] bytes(Row row) {
     if (writer == null) writer = new RowWriter(type);
-    byte[] fast = writer.bytes(row);
-    if (fast != null) return fast;
-    if (serializer == null) serializer = Packed.serializer(type);  // one per task thread
-    return Packed.bytes(serializer, row);
+    return writer.bytes(row);
   }
 }

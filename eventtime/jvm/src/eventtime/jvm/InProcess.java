@@ -268,7 +268,7 @@ public final class InProcess {
       v[12] = r.nextInt(8) == 0 ? RowFactory.create(r.nextLong()) : null;
       Row row = RowFactory.create(v);
       byte[] expected = Packed.bytes(serializer, row);
-      byte[] fast = writer.bytes(row);
+      byte[] fast = writer.write(row);
       if (fast != null) written++;
       if (fast != null && !java.util.Arrays.equals(fast, expected)) mismatched++;
     }

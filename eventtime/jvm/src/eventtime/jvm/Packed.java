@@ -20,8 +20,8 @@ import org.apache.spark.sql.types.StructType;
  * mapper and a deserializer before the operator, an expression per column with the record's
  * struct nested in both: about 330 expressions (of about 730 in the whole plan for one key, two
  * aggregations and five record columns) that the analyzer and optimizer go through again in
- * every micro-batch. Here the plan holds three columns, and the rows are written and read by the
- * same generated code, in the tasks.
+ * every micro-batch. Here the plan holds three columns, and the rows are written ({@link
+ * RowWriter}) and read (Spark's generated deserializer) in the tasks.
  */
 final class Packed {
   private Packed() {}
@@ -78,7 +78,7 @@ final class Packed {
     @Override
     public Iterator<Row> call(Iterator<Row> input) throws Exception {
       Iterator<Row> rows = mapper.call(input);
-      ExpressionEncoder.Serializer<Row> serializer = serializer(Layout.operatorSchema(spec));
+      RowWriter writer = new RowWriter(Layout.operatorSchema(spec));
       Layout lay = new Layout(spec);
       int cls = lay.cls, ms = lay.ms;
       return new Iterator<Row>() {
@@ -90,7 +90,7 @@ final class Packed {
         @Override
         public Row next() {
           Row r = rows.next();
-          byte[] bytes = bytes(serializer, r);
+          byte[] bytes = writer.bytes(r);
           Object carrier = r.getInt(cls) == Layout.WATERMARK ? r.get(ms) : null;
           return RowFactory.create(r.get(0), r.get(1), carrier, bytes);
         }

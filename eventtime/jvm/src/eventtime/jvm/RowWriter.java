@@ -1,6 +1,7 @@
 package eventtime.jvm;
 
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.encoders.ExpressionEncoder;
 import org.apache.spark.sql.catalyst.expressions.codegen.UnsafeRowWriter;
 import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.BooleanType;
@@ -16,26 +17,29 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
- * Writes a {@code Row} of {@code type} as Spark's binary row with the writer calls Spark's
- * generated serializer makes, for rows whose non-null values are numbers, booleans, text and
- * binary ({@link #bytes} returns null for any other row, which the caller serializes with
- * Spark's own serializer). Most of the operator's output rows are panes with such values: they
- * skip the generic serializer's per-field checks and conversions, and a text value that comes
- * again as the same object (a pane's kind and timing, a key's text for its several panes) is
- * encoded once.
+ * Writes a {@code Row} of {@code type} as Spark's binary row: with the writer calls Spark's
+ * generated serializer makes when its non-null values are numbers, booleans, text and binary,
+ * else with that serializer (one per task thread). Most rows the engine packs are such: the
+ * operator's panes ({@link BinaryRows}) and the map side's partials ({@link Packed}). They skip
+ * the generic serializer's per-field checks and conversions, and a text value that comes again
+ * as the same object (a pane's kind and timing, a key's text for its several panes) is encoded
+ * once.
  */
 final class RowWriter {
   private static final int LONG = 0, INT = 1, SHORT = 2, BYTE = 3, BOOLEAN = 4, DOUBLE = 5, FLOAT = 6, TEXT = 7,
       BINARY = 8, OTHER = 9;
   private static final int CACHE = 64;
 
+  private final StructType type;
   private final int[] kinds;
   private final UnsafeRowWriter writer;
+  private ExpressionEncoder.Serializer<Row> serializer;
   // the UTF-8 of the last text values, by identity of the Java string
   private final String[] cachedText = new String[CACHE];
   private final UTF8String[] cachedUtf8 = new UTF8String[CACHE];
 
   RowWriter(StructType type) {
+    this.type = type;
     kinds = new int[type.size()];
     for (int i = 0; i < kinds.length; i++) kinds[i] = kind(type.fields()[i].dataType());
     writer = new UnsafeRowWriter(kinds.length, 64);
@@ -54,8 +58,16 @@ final class RowWriter {
     return OTHER;
   }
 
-  /** The row's bytes, or null when a non-null value is not one this writer handles. */
+  /** The row's bytes (a copy: the caller keeps them). */
   byte[] bytes(Row row) {
+    byte[] written = write(row);
+    if (written != null) return written;
+    if (serializer == null) serializer = Packed.serializer(type);
+    return Packed.bytes(serializer, row);
+  }
+
+  /** The row's bytes, or null when a non-null value is not one this writer handles. */
+  byte[] write(Row row) {
     UnsafeRowWriter w = writer;
     w.reset();
     w.zeroOutNullBytes();

@@ -64,6 +64,8 @@ def changed_fields(old: dict, new: dict) -> list[str]:
 _LAYOUTS = {
     2: "the query has an end-of-input control source",
     3: "the state is kept per key by the JVM operator; layouts 1 and 2 held pickled frames per hash bucket",
+    4: "the JVM operator's state is grouped by one int per hash bucket (layout 3: two ints), which Spark sorts "
+       "without comparing rows",
 }
 
 
@@ -79,10 +81,12 @@ def check_and_store(checkpoint_dir: str, fingerprint: dict) -> Optional[dict]:
             stored = json.load(handle)
         changes = changed_fields(stored, fingerprint)
         if stored.get("layout") != fingerprint.get("layout"):
+            old, new = stored.get("layout", 1), fingerprint.get("layout")
+            changed = "; ".join(f"layout {n}: {_LAYOUTS[n]}" for n in sorted(_LAYOUTS) if old < n <= new) \
+                if isinstance(old, int) and isinstance(new, int) and old < new else "a different state layout"
             raise IncompatibleRestartError(
                 f"checkpoint {checkpoint_dir} was written by another eventtime version (checkpoint layout "
-                f"{stored.get('layout', 1)}, this version writes layout {fingerprint.get('layout')}: "
-                f"{_LAYOUTS.get(fingerprint.get('layout'), 'a different state layout')}). Its state cannot be migrated: "
+                f"{old}, this version writes layout {new}; {changed}). Its state cannot be migrated: "
                 "let the old version finish the input (route(...).start(..., end_of_input=True) fires and purges every "
                 "window), or start this version from a new checkpoint (with fresh_start=True over the same tables)."
             )

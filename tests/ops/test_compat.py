@@ -61,6 +61,19 @@ def test_checkpoint_of_the_pandas_engine_is_refused_with_what_to_do(tmp_path, ol
     with pytest.raises(IncompatibleRestartError) as err:
         check_and_store(str(tmp_path), {**fp(), "layout": STATE_LAYOUT, "buckets": NUM_BUCKETS})
     text = str(err.value)
-    assert f"checkpoint layout {old_layout}, this version writes layout 3" in text
+    assert f"checkpoint layout {old_layout}, this version writes layout {STATE_LAYOUT}" in text
     assert "kept per key by the JVM operator" in text
+    assert "end_of_input=True" in text and "fresh_start=True" in text
+
+
+def test_checkpoint_of_the_two_int_grouping_key_is_refused_with_what_to_do(tmp_path):
+    """Layout 3 grouped the operator's state by two ints; this version groups it by one."""
+    from eventtime.spark.aggregate import NUM_BUCKETS, STATE_LAYOUT
+
+    check_and_store(str(tmp_path), {**fp(), "layout": 3, "buckets": NUM_BUCKETS})
+    with pytest.raises(IncompatibleRestartError) as err:
+        check_and_store(str(tmp_path), {**fp(), "layout": STATE_LAYOUT, "buckets": NUM_BUCKETS})
+    text = str(err.value)
+    assert f"checkpoint layout 3, this version writes layout {STATE_LAYOUT}" in text
+    assert "one int per hash bucket" in text and "kept per key by the JVM operator" not in text
     assert "end_of_input=True" in text and "fresh_start=True" in text

@@ -26,8 +26,8 @@ public final class Engine {
         .mapPartitions(new Packed.Pack(new Mapper(spec, moved != null), spec), Encoders.row(Packed.schema()));
     if (moved != null) mapped = moved.apply(mapped);
     Dataset<byte[]> out = mapped
-        .select(functions.col(Packed.GROUP), functions.col(Packed.BUCKET), functions.col(Packed.VALUE))
-        .groupBy(functions.col(Packed.GROUP), functions.col(Packed.BUCKET))
+        .select(functions.col(Packed.GROUP), functions.col(Packed.VALUE))
+        .groupBy(functions.col(Packed.GROUP))
         .as(Encoders.row(Layout.groupSchema(spec)), Encoders.row(Packed.valueSchema()))
         .transformWithState(
             // A static DataFrame is one batch without a watermark: each key is processed once and
@@ -88,6 +88,6 @@ public final class Engine {
 
   /** Version of the engine's state layout (checked against the checkpoint by the Python side). */
   public static int stateLayout() {
-    return 3;
+    return 4;
   }
 }

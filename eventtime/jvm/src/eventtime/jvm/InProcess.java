@@ -136,10 +136,8 @@ public final class InProcess {
     Map<List<Object>, List<Row>> groups = new LinkedHashMap<>();
     for (Iterator<Row> it = mapper.call(input.iterator()); it.hasNext(); ) {
       Row r = it.next();
-      List<Object> k = new ArrayList<>();
-      for (int i = 0; i < Layout.K0; i++) k.add(r.get(i));
-      Object[] keyValues = k.toArray();
-      keys.putIfAbsent(k, RowFactory.create(keyValues));
+      List<Object> k = java.util.Collections.singletonList(Layout.group(spec, r.getInt(0), r.getInt(1)));
+      keys.putIfAbsent(k, RowFactory.create(k.get(0)));
       groups.computeIfAbsent(k, x -> new ArrayList<>()).add(r);
     }
     List<Row> out = new ArrayList<>();

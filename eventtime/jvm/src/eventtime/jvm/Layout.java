@@ -102,9 +102,25 @@ final class Layout {
     return DataTypes.createStructType(f);
   }
 
-  /** The grouping key of the operator: (et__g, et__b). */
+  /**
+   * The grouping key of the operator: one int, the bucket of a keyed row, or buckets + the bucket
+   * of a pass-through row ({@link #group}). One sort key that its sort prefix holds whole: Spark
+   * sorts the operator's input by it with a radix sort, without comparing rows.
+   */
   static StructType groupSchema(Spec spec) {
-    return DataTypes.createStructType(java.util.Arrays.copyOfRange(operatorSchema(spec).fields(), 0, K0));
+    return DataTypes.createStructType(new StructField[] {DataTypes.createStructField(GROUP, DataTypes.IntegerType, false)});
+  }
+
+  static final String GROUP = "et__gb";
+
+  /** The operator's grouping key of an operator row's group (KEYED or PASS) and bucket. */
+  static int group(Spec spec, int group, int bucket) {
+    return group == PASS ? spec.buckets + bucket : bucket;
+  }
+
+  /** Whether the operator's grouping key is a pass-through group. */
+  static boolean isPass(Spec spec, int groupingKey) {
+    return groupingKey >= spec.buckets;
   }
 
   /** The user key (the key of the per-key state map). */

@@ -14,7 +14,7 @@ import org.apache.spark.sql.types.StructType;
 
 /**
  * The operator input between the {@link Mapper} and the {@link WindowOperator} as Spark's binary
- * rows: the grouping key (et__g, et__b), the task's largest event time on its carrier row
+ * rows: the grouping key ({@link Layout#group}), the task's largest event time on its carrier row
  * ({@link MapSideWatermark}), and the whole operator row ({@link Layout}) as {@link UnsafeRow}
  * bytes. With the operator rows as Java {@code Row}s, Spark's plan holds a serializer after the
  * mapper and a deserializer before the operator, an expression per column with the record's
@@ -26,13 +26,12 @@ import org.apache.spark.sql.types.StructType;
 final class Packed {
   private Packed() {}
 
-  static final String GROUP = "et__g", BUCKET = "et__b", WATERMARK_MS = "et__wm_ms", VALUE = "et__v";
+  static final String GROUP = Layout.GROUP, WATERMARK_MS = "et__wm_ms", VALUE = "et__v";
 
-  /** The mapper's output: (et__g, et__b, et__wm_ms, et__v). */
+  /** The mapper's output: (et__gb, et__wm_ms, et__v). */
   static StructType schema() {
     return DataTypes.createStructType(new StructField[] {
       DataTypes.createStructField(GROUP, DataTypes.IntegerType, false),
-      DataTypes.createStructField(BUCKET, DataTypes.IntegerType, false),
       DataTypes.createStructField(WATERMARK_MS, DataTypes.LongType, true),
       DataTypes.createStructField(VALUE, DataTypes.BinaryType, false),
     });
@@ -41,7 +40,7 @@ final class Packed {
   /** The operator's input without the carrier column (the value rows of the operator). */
   static StructType valueSchema() {
     StructField[] f = schema().fields();
-    return DataTypes.createStructType(new StructField[] {f[0], f[1], f[3]});
+    return DataTypes.createStructType(new StructField[] {f[0], f[2]});
   }
 
   /*
@@ -92,7 +91,7 @@ final class Packed {
           Row r = rows.next();
           byte[] bytes = writer.bytes(r);
           Object carrier = r.getInt(cls) == Layout.WATERMARK ? r.get(ms) : null;
-          return RowFactory.create(r.get(0), r.get(1), carrier, bytes);
+          return RowFactory.create(Layout.group(spec, r.getInt(0), r.getInt(1)), carrier, bytes);
         }
       };
     }

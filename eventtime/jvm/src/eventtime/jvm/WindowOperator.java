@@ -377,7 +377,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
         : Math.max(0, timerValues.getCurrentWatermarkInMs());
     List<Row> out = new ArrayList<>();
     Iterator<Row> it = CollectionConverters.asJava(rows);
-    if (group.getInt(0) == Layout.PASS) {
+    if (Layout.isPass(spec, group.getInt(0))) {
       while (it.hasNext()) {
         Row r = it.next();
         int cls = r.getInt(lay.cls);

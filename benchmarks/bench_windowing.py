@@ -399,7 +399,9 @@ def main(argv=None) -> int:
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--workloads", default="T,S", help="comma-separated: T (tumbling), S (sliding), SE (sessions)")
-    parser.add_argument("--repeat", type=int, default=3, help="alternating runs per engine and workload")
+    parser.add_argument("--repeat", type=int, default=5,
+                        help="alternating runs per engine and workload (5: on a shared machine whose speed drifts "
+                             "by 20-40 %% over minutes, 3 runs left min and median to one lucky or unlucky run)")
     parser.add_argument("--warmup", type=int, default=2,
                         help="throughput suite: uncounted rounds (each engine and setting once, as a measured round) "
                              "before the first workload; both engines' second run in a fresh JVM is still 1-2 s slower "

@@ -66,6 +66,8 @@ _LAYOUTS = {
     3: "the state is kept per key by the JVM operator; layouts 1 and 2 held pickled frames per hash bucket",
     4: "the JVM operator's state is grouped by one int per hash bucket (layout 3: two ints), which Spark sorts "
        "without comparing rows",
+    5: "the JVM operator's grouping key of each hash bucket is an id that Spark's hash partitioning sends to "
+       "partition bucket mod P (layout 4: the bucket's number, which put 20 of the 32 buckets in one of 2 partitions)",
 }
 
 

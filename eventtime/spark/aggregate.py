@@ -30,7 +30,7 @@ from .jvm import ensure_engine
 __all__ = ["window_aggregate", "output_schema", "engine_spec"]
 
 # Version of the query's checkpoint layout; a checkpoint of another layout is refused on start.
-STATE_LAYOUT = 4
+STATE_LAYOUT = 5
 # Output columns besides the key and aggregation columns, in order, with Spark DDL types.
 OUTPUT_FIXED = [
     ("kind", "string"),
@@ -335,8 +335,9 @@ def window_aggregate(
         signal_path = settings.get("end_of_input_signal")
         from ..ops.compat import state_fingerprint
 
-        # layout 4: per-key state of the JVM operator under one int grouping key (layout 3: two ints;
-        # layouts 1-2: hash buckets of pickled frames).
+        # layout 5: per-key state of the JVM operator under one int grouping key per bucket, chosen
+        # so that Spark spreads the buckets evenly over the shuffle partitions (layout 4: the
+        # bucket's number; layout 3: two ints; layouts 1-2: hash buckets of pickled frames).
         fingerprint = {**state_fingerprint(config, keys), "layout": STATE_LAYOUT, "buckets": NUM_BUCKETS}
         meta = json.dumps(
             {

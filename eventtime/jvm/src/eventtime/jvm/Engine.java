@@ -86,8 +86,13 @@ public final class Engine {
     return input.withColumn("et__rec", functions.when(folded, functions.lit(null).cast(spec.recordType)).otherwise(rec));
   }
 
+  /** The operator's grouping keys: bucket b's keyed rows at [b], its pass-through rows at [32 + b] ({@link Layout#group}). */
+  public static int[] groupIds() {
+    return Layout.groupIds();
+  }
+
   /** Version of the engine's state layout (checked against the checkpoint by the Python side). */
   public static int stateLayout() {
-    return 4;
+    return 5;
   }
 }

@@ -103,9 +103,9 @@ final class Layout {
   }
 
   /**
-   * The grouping key of the operator: one int, the bucket of a keyed row, or buckets + the bucket
-   * of a pass-through row ({@link #group}). One sort key that its sort prefix holds whole: Spark
-   * sorts the operator's input by it with a radix sort, without comparing rows.
+   * The grouping key of the operator: one int, the id ({@link #GROUP_IDS}) of a keyed row's bucket
+   * or of a pass-through row's ({@link #group}). One sort key that its sort prefix holds whole:
+   * Spark sorts the operator's input by it with a radix sort, without comparing rows.
    */
   static StructType groupSchema(Spec spec) {
     return DataTypes.createStructType(new StructField[] {DataTypes.createStructField(GROUP, DataTypes.IntegerType, false)});
@@ -113,14 +113,50 @@ final class Layout {
 
   static final String GROUP = "et__gb";
 
+  /**
+   * The grouping key of bucket b's keyed rows is GROUP_IDS[b], of its pass-through rows
+   * GROUP_IDS[MAX_BUCKETS + b]. Spark sends a grouping key g to shuffle partition
+   * pmod(murmur3(g, seed 42), P); each id here was chosen (the smallest non-negative ints, in
+   * order) so that murmur3(id, 42) is congruent to b modulo 1 441 440 = lcm(1..16, 32). Bucket b
+   * then goes to partition b mod P for every P that divides that number (1 to 16, 18, 20, 24, 32,
+   * ...): the 32 buckets spread evenly over the operator's tasks. The ints 0..31 split 12 / 20 over
+   * 2 partitions and 5 / 10 / 7 / 10 over 4, and the task with most buckets set the operator
+   * stage's time. tests/spark/test_group_ids.py checks the property against Spark's own hash.
+   */
+  static final int MAX_BUCKETS = 32;
+
+  private static final int[] GROUP_IDS = {
+    2126800, 1671380, 1392405, 1735434, 1530556, 1090612, 956620, 158097,
+    679099, 2478329, 133458, 232430, 2698549, 307343, 4070739, 753697,
+    39190, 5972625, 548450, 455639, 2292860, 527213, 1194168, 870464,
+    655546, 962550, 2284580, 632854, 5082129, 533776, 323021, 3681841,
+    2151835, 1840692, 3539904, 2191357, 3286798, 2683937, 2219572, 804828,
+    762656, 3839493, 717611, 2055115, 3158620, 607348, 4466817, 917905,
+    185348, 6317162, 2851019, 2343345, 2320702, 3165310, 2118316, 5296722,
+    2116379, 1018332, 2938996, 720338, 6077097, 1451472, 1120859, 6800976,
+  };
+
+  private static final java.util.Map<Integer, Integer> SLOT_OF_ID = new java.util.HashMap<>();
+
+  static {
+    for (int i = 0; i < GROUP_IDS.length; i++) SLOT_OF_ID.put(GROUP_IDS[i], i);
+  }
+
+  /** The grouping ids in order: the keyed buckets' then the pass-through buckets'. */
+  static int[] groupIds() {
+    return GROUP_IDS.clone();
+  }
+
   /** The operator's grouping key of an operator row's group (KEYED or PASS) and bucket. */
   static int group(Spec spec, int group, int bucket) {
-    return group == PASS ? spec.buckets + bucket : bucket;
+    return GROUP_IDS[group == PASS ? MAX_BUCKETS + bucket : bucket];
   }
 
   /** Whether the operator's grouping key is a pass-through group. */
   static boolean isPass(Spec spec, int groupingKey) {
-    return groupingKey >= spec.buckets;
+    Integer slot = SLOT_OF_ID.get(groupingKey);
+    if (slot == null) throw new IllegalStateException("not a grouping key of this engine: " + groupingKey);
+    return slot >= MAX_BUCKETS;
   }
 
   /** The user key (the key of the per-key state map). */

@@ -113,6 +113,9 @@ public final class Spec implements Serializable {
       bounded = n.get("bounded").asBoolean();
       watermarkProperty = n.get("watermark_property").asText();
       buckets = n.get("buckets").asInt();
+      if (buckets < 1 || buckets > Layout.MAX_BUCKETS) {
+        throw new IllegalArgumentException("buckets must be 1.." + Layout.MAX_BUCKETS + ", got " + buckets);
+      }
       maxOutOfOrdernessMs = n.has("max_out_of_orderness_ms") ? n.get("max_out_of_orderness_ms").asLong() : 0;
       eventTimeField = n.has("event_time_field") ? n.get("event_time_field").asInt() : -1;
       sessionTimeZone = n.has("session_time_zone") ? n.get("session_time_zone").asText() : "UTC";

@@ -66,28 +66,23 @@ def test_checkpoint_of_the_pandas_engine_is_refused_with_what_to_do(tmp_path, ol
     assert "end_of_input=True" in text and "fresh_start=True" in text
 
 
-def test_checkpoint_of_the_two_int_grouping_key_is_refused_with_what_to_do(tmp_path):
-    """Layout 3 grouped the operator's state by two ints; this version groups it by one."""
+@pytest.mark.parametrize(
+    "old_layout, says, not_says",
+    [
+        # layout 3 grouped the operator's state by two ints; layout 4 by one per hash bucket
+        (3, "one int per hash bucket", "kept per key by the JVM operator"),
+        # layout 4 by the bucket's number; layout 5 by an id per bucket that Spark's hash
+        # partitioning spreads evenly (the same state under other grouping keys)
+        (4, "partition bucket mod P", "one int per hash bucket"),
+    ],
+)
+def test_checkpoint_of_an_earlier_grouping_key_is_refused_with_what_to_do(tmp_path, old_layout, says, not_says):
     from eventtime.spark.aggregate import NUM_BUCKETS, STATE_LAYOUT
 
-    check_and_store(str(tmp_path), {**fp(), "layout": 3, "buckets": NUM_BUCKETS})
+    check_and_store(str(tmp_path), {**fp(), "layout": old_layout, "buckets": NUM_BUCKETS})
     with pytest.raises(IncompatibleRestartError) as err:
         check_and_store(str(tmp_path), {**fp(), "layout": STATE_LAYOUT, "buckets": NUM_BUCKETS})
     text = str(err.value)
-    assert f"checkpoint layout 3, this version writes layout {STATE_LAYOUT}" in text
-    assert "one int per hash bucket" in text and "kept per key by the JVM operator" not in text
-    assert "end_of_input=True" in text and "fresh_start=True" in text
-
-
-def test_checkpoint_of_the_bucket_number_grouping_key_is_refused_with_what_to_do(tmp_path):
-    """Layout 4 grouped the operator's state by the bucket's number; layout 5 by an id per bucket
-    that Spark's hash partitioning spreads evenly (the same state under other grouping keys)."""
-    from eventtime.spark.aggregate import NUM_BUCKETS, STATE_LAYOUT
-
-    check_and_store(str(tmp_path), {**fp(), "layout": 4, "buckets": NUM_BUCKETS})
-    with pytest.raises(IncompatibleRestartError) as err:
-        check_and_store(str(tmp_path), {**fp(), "layout": STATE_LAYOUT, "buckets": NUM_BUCKETS})
-    text = str(err.value)
-    assert f"checkpoint layout 4, this version writes layout {STATE_LAYOUT}" in text
-    assert "partition bucket mod P" in text and "one int per hash bucket" not in text
+    assert f"checkpoint layout {old_layout}, this version writes layout {STATE_LAYOUT}" in text
+    assert says in text and not_says not in text
     assert "end_of_input=True" in text and "fresh_start=True" in text

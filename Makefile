@@ -1,26 +1,49 @@
 # Two commands on a fresh machine: `make demo` runs the main job, `make test` runs the tests.
-# Both create .venv and install the project from pyproject.toml first.
+# Both install first, from this repository's files only:
+#   .venv            pyspark 4.3 (constraints/spark-4.3.txt): the demo and the full suite
+#   .venv-spark4.2   pyspark 4.2 (constraints/spark-4.2.txt): Kafka and Delta on Spark, whose
+#                    connectors Maven Central serves up to Spark 4.2 (eventtime/spark/connectors.py)
+# Jars come from Maven Central through mvn (cached in ~/.m2), copied into each environment's
+# share/eventtime/jars by `python -m eventtime.spark.connectors`.
 VENV ?= .venv
+VENV42 ?= .venv-spark4.2
 PY := $(VENV)/bin/python
+PY42 := $(VENV42)/bin/python
 PYTHON ?= python3
 DEMO_DIR ?= demo-output
 BENCH_ARGS ?= --rows 500000
+JAVA_SOURCES := $(wildcard eventtime/jvm/src/eventtime/jvm/*.java eventtime/jvm/spark-*/eventtime/jvm/*.java)
 
-.PHONY: demo test test-fast test-spark install bench clean
+.PHONY: demo test test-fast test-spark test-integration install jars wheel bench clean
 
-$(VENV)/.installed: pyproject.toml $(wildcard eventtime/jvm/src/eventtime/jvm/*.java)
+$(VENV)/.installed: pyproject.toml constraints/spark-4.3.txt $(JAVA_SOURCES)
 	bash scripts/ensure-java.sh
 	bash scripts/ensure-postgres.sh
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]"
-	# the engine is Java: compiled here with javac against pyspark's own jars (no download)
-	$(PY) -c "from eventtime.spark.jvm import engine_jar; print(engine_jar(verbose=True))"
+	$(PY) -m pip install --quiet -c constraints/spark-4.3.txt -e ".[test]"
+	# the engine is Java: compiled here with javac against pyspark's own jars
+	$(PY) -m eventtime.spark.jvm
+	# Apache Kafka's broker jars (for the Kafka demo and tests), from Maven Central
+	$(PY) -m eventtime.spark.connectors broker
 	# the classes a Spark driver loads, recorded once so that every later JVM starts faster
 	$(PY) scripts/build-class-archive.py $(VENV)/spark-classes.jsa
 	touch $@
 
-install: $(VENV)/.installed
+$(VENV42)/.installed: pyproject.toml constraints/spark-4.2.txt $(JAVA_SOURCES)
+	bash scripts/ensure-java.sh
+	$(PYTHON) -m venv $(VENV42)
+	$(PY42) -m pip install --quiet --upgrade pip
+	$(PY42) -m pip install --quiet -c constraints/spark-4.2.txt -e ".[test,delta-spark]"
+	$(PY42) -m eventtime.spark.jvm
+	# Spark's Kafka source, Delta Lake and Kafka's broker, from Maven Central
+	$(PY42) -m eventtime.spark.connectors kafka delta broker
+	$(PY42) scripts/build-class-archive.py $(VENV42)/spark-classes.jsa
+	touch $@
+
+install: $(VENV)/.installed $(VENV42)/.installed
+
+jars: install
 
 # SPARK_SUBMIT_OPTS: start the driver JVM from the class archive made at install (see
 # scripts/build-class-archive.py; ignored when it cannot be used)
@@ -33,18 +56,33 @@ demo: $(VENV)/.installed
 bench: $(VENV)/.installed
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/bench_windowing.py $(BENCH_ARGS)
 
-# Two pytest processes (one per core), each with whole test files: a file's Spark session and
-# fixtures stay in one process. Files are handed out longest first (tests/conftest.py).
-test: $(VENV)/.installed
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q -n 2 --dist loadfile --no-loadscope-reorder
+# The wheel: the engine jar built once per supported Spark minor (both environments' pyspark jars)
+wheel: $(VENV)/.installed $(VENV42)/.installed
+	EVENTTIME_SPARK_JARS="$$($(PY) -c 'import pyspark,os;print(os.path.dirname(pyspark.__file__)+"/jars")'):$$($(PY42) -c 'import pyspark,os;print(os.path.dirname(pyspark.__file__)+"/jars")')" \
+		$(PY) -m build --wheel --no-isolation --outdir dist .
+
+# All tests: the full suite on pyspark 4.3 in two processes (one per core, whole files each;
+# tests/conftest.py hands out the longest first), then on pyspark 4.2 the real components
+# (tests/integration: Kafka, delta-spark, a standalone cluster, the wheel) and the engine's
+# transcripts. Both runs always run; the target fails when either fails.
+test: $(VENV)/.installed $(VENV42)/.installed
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q -n 2 --dist loadfile --no-loadscope-reorder --ignore=tests/integration; \
+	first=$$?; \
+	$(MAKE) --no-print-directory test-integration; \
+	second=$$?; \
+	test $$first -eq 0 -a $$second -eq 0
+
+test-integration: $(VENV42)/.installed
+	PYSPARK_PYTHON=$(abspath $(PY42)) $(PY42) -m pytest -p no:cacheprovider -q tests/integration \
+		"tests/spark/test_spark_engine.py::test_spark_matches_transcript"
 
 # The pure core and unit tests only (no Spark engine run), for use between changes; CI runs `make test`.
 test-fast: $(VENV)/.installed
-	$(PY) -m pytest -p no:cacheprovider -q --ignore=tests/spark -m "not spark"
+	$(PY) -m pytest -p no:cacheprovider -q --ignore=tests/spark --ignore=tests/integration -m "not spark"
 
 # The Spark engine tests alone (real queries, crash / restart, local-cluster), in two processes.
 test-spark: $(VENV)/.installed
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q -n 2 --dist loadfile --no-loadscope-reorder -m spark
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q -n 2 --dist loadfile --no-loadscope-reorder -m spark --ignore=tests/integration
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) example-output .pytest_cache .hypothesis .flink
+	rm -rf $(VENV) $(VENV42) $(DEMO_DIR) example-output .pytest_cache .hypothesis .flink dist build

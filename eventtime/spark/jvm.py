@@ -1,10 +1,15 @@
 """The JVM engine: its Java source (``eventtime/jvm/src``), compiled against pyspark's own jars.
 
-``make install`` builds the jar (``python -m eventtime.spark.jvm``); a missing or stale jar is
-built on first use, with the ``javac`` of the JDK 17 the set-up installs — nothing is
-downloaded. :func:`eventtime.local_session` puts the jar on the session's class path
-(``spark.jars``); for a session made elsewhere, :func:`ensure_engine` adds it with
-``ADD JAR`` or says what to configure.
+The engine is built once per Spark minor version: ``eventtime/jvm/src`` plus the small
+``eventtime/jvm/spark-X.Y`` folder of that minor (what differs between Spark's internal APIs).
+A wheel carries the jars built at wheel build (``eventtime/jvm/lib``), so an installed
+package needs a Java runtime but no compiler; an editable install (``make install``) compiles
+the jar with ``javac`` on first use. Every jar records the Spark version it was built against,
+and a session of another Spark minor is refused at start (:class:`EngineVersionError`).
+
+:func:`eventtime.local_session` puts the jar on the session's class path (``spark.jars``); for
+a session made elsewhere, :func:`ensure_engine` adds it with ``ADD JAR`` or says what to
+configure.
 """
 
 from __future__ import annotations
@@ -15,16 +20,57 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
+from typing import Optional
 
-__all__ = ["engine_jar", "ensure_engine", "EngineUnavailableError", "ENGINE_CLASS"]
+__all__ = [
+    "engine_jar",
+    "ensure_engine",
+    "check_engine_version",
+    "jar_spark_version",
+    "EngineUnavailableError",
+    "EngineVersionError",
+    "ENGINE_CLASS",
+    "SUPPORTED_SPARK_MINORS",
+]
 
 ENGINE_CLASS = "eventtime.jvm.Engine"
-_SRC = Path(__file__).resolve().parent.parent / "jvm" / "src"
+_JVM = Path(__file__).resolve().parent.parent / "jvm"
+_SRC = _JVM / "src"
+# jars built at wheel build, one per supported Spark minor (absent in a source checkout)
+_PACKAGED = _JVM / "lib"
+_VERSION_RESOURCE = "eventtime-engine.properties"
+SUPPORTED_SPARK_MINORS = tuple(sorted(p.name[len("spark-"):] for p in _JVM.glob("spark-*") if p.is_dir()))
 
 
 class EngineUnavailableError(RuntimeError):
     """The JVM engine cannot be built or is not on the session's class path."""
+
+
+class EngineVersionError(EngineUnavailableError):
+    """The engine jar was built for another Spark minor version than the session runs."""
+
+
+def _minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def _pyspark_version() -> str:
+    import pyspark
+
+    return pyspark.__version__
+
+
+def _overlay(spark_version: str) -> Path:
+    """The ``spark-X.Y`` source folder for ``spark_version``; refuses an unsupported minor."""
+    folder = _JVM / f"spark-{_minor(spark_version)}"
+    if not folder.is_dir():
+        raise EngineVersionError(
+            f"eventtime's engine supports Spark {' and '.join(SUPPORTED_SPARK_MINORS)}, not Spark "
+            f"{spark_version}; install a supported pyspark (pip install 'pyspark>=4.2,<4.4')"
+        )
+    return folder
 
 
 def _pyspark_jars() -> Path:
@@ -33,16 +79,14 @@ def _pyspark_jars() -> Path:
     return Path(pyspark.__file__).resolve().parent / "jars"
 
 
-def _sources() -> list[Path]:
-    return sorted(_SRC.rglob("*.java"))
+def _sources(spark_version: str) -> list[Path]:
+    return sorted(_SRC.rglob("*.java")) + sorted(_overlay(spark_version).rglob("*.java"))
 
 
-def _fingerprint() -> str:
-    import pyspark
-
-    digest = hashlib.sha256(pyspark.__version__.encode())
-    for path in _sources():
-        digest.update(path.relative_to(_SRC).as_posix().encode())
+def _fingerprint(spark_version: str) -> str:
+    digest = hashlib.sha256(spark_version.encode())
+    for path in _sources(spark_version):
+        digest.update(path.relative_to(_JVM).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -62,32 +106,84 @@ def _build_dir() -> Path:
         return cache
 
 
-def engine_jar(verbose: bool = False) -> str:
-    """Path of the engine jar for this source and pyspark version; compiles it when missing.
+def packaged_jar_name(spark_version: str) -> str:
+    """File name of the jar a wheel carries for ``spark_version``'s minor."""
+    return f"eventtime-engine-spark{_minor(spark_version)}.jar"
 
-    >>> spark = SparkSession.builder.config("spark.jars", eventtime.engine_jar()).getOrCreate()  # doctest: +SKIP
-    """
-    jar = _build_dir() / f"eventtime-engine-{_fingerprint()}.jar"
-    if jar.exists():
-        return str(jar)
+
+def jar_spark_version(jar: str) -> Optional[str]:
+    """The Spark version an engine jar was built against (``None`` for a jar without the stamp)."""
+    try:
+        with zipfile.ZipFile(jar) as z:
+            text = z.read(_VERSION_RESOURCE).decode()
+    except (KeyError, OSError, zipfile.BadZipFile):
+        return None
+    for line in text.splitlines():
+        if line.startswith("spark.version="):
+            return line.split("=", 1)[1].strip()
+    return None
+
+
+def build_jar(out: Path, spark_jars: Path, spark_version: str, verbose: bool = False) -> Path:
+    """Compile the engine against ``spark_jars`` (a folder of Spark's jars) into ``out``."""
     javac, jar_tool = shutil.which("javac"), shutil.which("jar")
     if javac is None or jar_tool is None:
         raise EngineUnavailableError(
-            "eventtime's engine is Java, compiled at install time, but no JDK compiler (javac) was found; "
-            "install a JDK 17 (e.g. apt-get install openjdk-17-jdk-headless, or run `make install`)"
+            f"eventtime's engine jar for Spark {_minor(spark_version)} is not packaged with this install and no "
+            "JDK compiler (javac) was found to build it; install eventtime from its wheel (which carries the "
+            "jar), or install a JDK 17 (e.g. apt-get install openjdk-17-jdk-headless, or run `make install`)"
         )
+    sources = _sources(spark_version)
     with tempfile.TemporaryDirectory(prefix="eventtime-javac-") as classes:
         command = [javac, "-nowarn", "-encoding", "UTF-8", "--release", "17", "-d", classes,
-                   "-cp", str(_pyspark_jars() / "*"), *map(str, _sources())]
+                   "-cp", str(spark_jars / "*"), *map(str, sources)]
         if verbose:
-            print("eventtime: compiling the JVM engine:", " ".join(command[:1] + command[-len(_sources()):]), file=sys.stderr)
+            print(f"eventtime: compiling the JVM engine for Spark {spark_version} ({len(sources)} files)", file=sys.stderr)
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             raise EngineUnavailableError(f"eventtime: compiling the JVM engine failed:\n{done.stderr}")
-        tmp = jar.with_suffix(f".{os.getpid()}.tmp")
+        Path(classes, _VERSION_RESOURCE).write_text(
+            f"spark.version={spark_version}\nspark.minor={_minor(spark_version)}\n")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(f".{os.getpid()}.tmp")
         subprocess.run([jar_tool, "cf", str(tmp), "-C", classes, "."], check=True, capture_output=True)
-        os.replace(tmp, jar)
-    return str(jar)
+        os.replace(tmp, out)
+    return out
+
+
+def engine_jar(verbose: bool = False) -> str:
+    """Path of the engine jar for the installed pyspark: the one a wheel carries, or one
+    compiled from the sources (once per source and Spark version) in a source checkout.
+
+    >>> spark = SparkSession.builder.config("spark.jars", eventtime.engine_jar()).getOrCreate()  # doctest: +SKIP
+    """
+    version = _pyspark_version()
+    _overlay(version)
+    packaged = _PACKAGED / packaged_jar_name(version)
+    if packaged.exists():
+        return str(packaged)
+    jar = _build_dir() / f"eventtime-engine-{_fingerprint(version)}.jar"
+    if jar.exists():
+        return str(jar)
+    return str(build_jar(jar, _pyspark_jars(), version, verbose=verbose))
+
+
+def check_engine_version(spark, jar: Optional[str] = None) -> None:
+    """Refuse a session whose Spark minor version differs from the engine jar's.
+
+    Raised at session start, with both versions and what to do, instead of a
+    ``NoSuchMethodError`` in the middle of a stream.
+    """
+    jar = jar or engine_jar()
+    built = jar_spark_version(jar)
+    running = spark.version
+    if built is None or _minor(built) != _minor(running):
+        raise EngineVersionError(
+            f"eventtime's engine jar {jar} was built for Spark {built or 'an unknown version'}, but this session "
+            f"runs Spark {running}; use the jar built for Spark {_minor(running)} (pip install the eventtime wheel "
+            f"into the environment whose pyspark is {_minor(running)}.x, or rebuild with "
+            f"`python -m eventtime.spark.jvm` there)"
+        )
 
 
 def _loaded(spark) -> bool:
@@ -98,10 +194,29 @@ def _loaded(spark) -> bool:
         return False
 
 
+def _loaded_spark_version(spark, loader) -> Optional[str]:
+    """The Spark version stamped in the engine jar that ``spark``'s JVM loaded."""
+    url = loader.getResource(_VERSION_RESOURCE)
+    if url is None:
+        return None
+    text = bytes(url.openStream().readAllBytes()).decode()
+    for line in text.splitlines():
+        if line.startswith("spark.version="):
+            return line.split("=", 1)[1].strip()
+    return None
+
+
+_CHECKED: set = set()
+
+
 def ensure_engine(spark):
-    """The engine's Java class in ``spark``'s JVM, adding the jar to the session when needed."""
+    """The engine's Java class in ``spark``'s JVM, adding the jar to the session when needed.
+
+    Refuses (:class:`EngineVersionError`) an engine jar built for another Spark minor version.
+    """
     if not _loaded(spark):
         jar = engine_jar()
+        check_engine_version(spark, jar)
         try:
             spark.sql(f"ADD JAR '{jar}'")
         except Exception as exc:  # pragma: no cover - depends on the deployment
@@ -115,5 +230,19 @@ def ensure_engine(spark):
                 ".config('spark.jars', eventtime.engine_jar()) or use eventtime.local_session()"
             )
     loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    key = (id(spark._jvm), spark.version)
+    if key not in _CHECKED:
+        built = _loaded_spark_version(spark, loader)
+        if built is None or _minor(built) != _minor(spark.version):
+            raise EngineVersionError(
+                f"the eventtime engine jar on this session's class path was built for Spark "
+                f"{built or 'an unknown version'}, but the session runs Spark {spark.version}; put the jar built for "
+                f"Spark {_minor(spark.version)} on spark.jars (eventtime.engine_jar() in an environment whose pyspark "
+                f"is {_minor(spark.version)}.x)"
+            )
+        _CHECKED.add(key)
     return spark._jvm.java.lang.Class.forName(ENGINE_CLASS, True, loader)
 
+
+if __name__ == "__main__":  # python -m eventtime.spark.jvm: build (or find) the jar, print its path
+    print(engine_jar(verbose=True))

@@ -42,8 +42,17 @@ def local_session(
     app_name: str = "eventtime",
     shuffle_partitions: int = 4,
     extra_conf: Optional[dict] = None,
+    kafka: bool = False,
+    delta: bool = False,
 ):
     """Build (or get) a SparkSession for eventtime.
+
+    ``kafka=True`` puts Spark's Kafka source (``spark-sql-kafka-0-10``) on the class path and
+    ``delta=True`` Delta Lake (``delta-spark``, with its SQL extension and catalog, so the
+    Delta sinks write through Spark); both are the jars ``make install`` resolved from Maven
+    Central for the installed pyspark (:mod:`eventtime.spark.connectors`). A connector that is
+    missing, or not served for this Spark version, is refused before the session starts, with
+    what to install.
 
     Sets the RocksDB state store provider (required by ``transformWithState``), a small
     number of shuffle partitions, the UTC session time zone, and ``PYSPARK_PYTHON`` to the
@@ -83,12 +92,27 @@ def local_session(
     )
     for key, value in ENGINE_CONF.items():
         builder = builder.config(key, value)
-    from .jvm import engine_jar
+    from .jvm import check_engine_version, engine_jar
 
-    builder = builder.config("spark.jars", engine_jar())
+    jar = engine_jar()
+    jars = [jar]
+    if kafka or delta:
+        import pyspark
+
+        from .connectors import require_connector_jars
+
+        for name in ("kafka", "delta") if kafka and delta else ("kafka",) if kafka else ("delta",):
+            jars += require_connector_jars(name, pyspark.__version__)
+    if delta:
+        builder = (
+            builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+            .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        )
+    builder = builder.config("spark.jars", ",".join(jars))
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    check_engine_version(spark, jar)
     spark.sparkContext.setLogLevel("ERROR")
     if spark.sparkContext.master.startswith("local") and not spark.sparkContext.master.startswith("local-cluster"):
         # checkpoint files without a readlink / chmod process per call (eventtime.jvm.LocalFiles)

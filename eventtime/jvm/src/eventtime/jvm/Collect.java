@@ -29,7 +29,6 @@ import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.BinaryView;
 import org.apache.spark.unsafe.types.CalendarInterval;
-import org.apache.spark.unsafe.types.TimestampNanosVal;
 import org.apache.spark.unsafe.types.UTF8String;
 import org.apache.spark.unsafe.types.VariantVal;
 import scala.jdk.javaapi.CollectionConverters;
@@ -196,10 +195,9 @@ public final class Collect {
   }
 
   /** An output row seen as one shape's columns (times converted from epoch ms as they are read). */
-  static final class Shaped extends InternalRow {
+  static final class Shaped extends DelegatingRow {
     private static final long serialVersionUID = 1L;
     private final Shape shape;
-    private InternalRow row;
 
     Shaped(Shape shape) {
       this.shape = shape;
@@ -210,7 +208,8 @@ public final class Collect {
       return this;
     }
 
-    private int at(int i) {
+    @Override
+    protected int at(int i) {
       return shape.source[i];
     }
 
@@ -255,8 +254,6 @@ public final class Collect {
     @Override public byte[] getBinary(int i) { return row.getBinary(at(i)); }
     @Override public BinaryView getBinaryView(int i) { return row.getBinaryView(at(i)); }
     @Override public CalendarInterval getInterval(int i) { return row.getInterval(at(i)); }
-    @Override public TimestampNanosVal getTimestampNTZNanos(int i) { return row.getTimestampNTZNanos(at(i)); }
-    @Override public TimestampNanosVal getTimestampLTZNanos(int i) { return row.getTimestampLTZNanos(at(i)); }
     @Override public VariantVal getVariant(int i) { return row.getVariant(at(i)); }
     @Override public InternalRow getStruct(int i, int numFields) { return row.getStruct(at(i), numFields); }
     @Override public MapData getMap(int i) { return row.getMap(at(i)); }

@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml constraints/spark-4.3.txt $(JAVA_SOURCES)
 	bash scripts/ensure-java.sh
 	bash scripts/ensure-postgres.sh
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --upgrade pip -c constraints/spark-4.3.txt setuptools wheel
 	$(PY) -m pip install --quiet -c constraints/spark-4.3.txt -e ".[test]"
 	# the engine is Java: compiled here with javac against pyspark's own jars
 	$(PY) -m eventtime.spark.jvm
@@ -33,7 +33,7 @@ $(VENV)/.installed: pyproject.toml constraints/spark-4.3.txt $(JAVA_SOURCES)
 $(VENV42)/.installed: pyproject.toml constraints/spark-4.2.txt $(JAVA_SOURCES)
 	bash scripts/ensure-java.sh
 	$(PYTHON) -m venv $(VENV42)
-	$(PY42) -m pip install --quiet --upgrade pip
+	$(PY42) -m pip install --quiet --upgrade pip -c constraints/spark-4.2.txt setuptools wheel
 	$(PY42) -m pip install --quiet -c constraints/spark-4.2.txt -e ".[test,delta-spark]"
 	$(PY42) -m eventtime.spark.jvm
 	# Spark's Kafka source, Delta Lake and Kafka's broker, from Maven Central

@@ -37,9 +37,18 @@ def spark():
     does not stop it; ``getOrCreate`` elsewhere would return it and stopping that would stop
     it for every later test)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from eventtime.spark import local_session
+    import pyspark
 
-    session = local_session(master="local[2]", app_name="eventtime-tests", shuffle_partitions=2)
+    from eventtime.spark import local_session
+    from eventtime.spark.connectors import CONNECTORS, connector_jars
+
+    # Where the connectors are resolved (the pyspark 4.2 environment), the one session of the
+    # process has them: Kafka's and Delta's tests and the others then share it.
+    minor = ".".join(pyspark.__version__.split(".")[:2])
+    have = {name: minor in by_minor and connector_jars(name, pyspark.__version__) is not None
+            for name, by_minor in CONNECTORS.items()}
+    session = local_session(master="local[2]", app_name="eventtime-tests", shuffle_partitions=2,
+                            kafka=have["kafka"], delta=have["delta"])
     yield session
     session.stop()
 

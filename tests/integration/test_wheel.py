@@ -1,0 +1,274 @@
+"""The wheel: built with one engine jar per supported Spark minor, installed into a fresh venv
+and run on a machine view with ``java`` but no ``javac``.
+
+Everything happens in a temporary directory: the source is copied there (the files git
+tracks or would track), the wheel and sdist are built there, the venv is made there. The
+interpreters are explicit (``.venv``: pyspark 4.3, ``.venv-spark4.2``: pyspark 4.2), so the
+test runs under either venv's pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from eventtime.spark.jvm import jar_spark_version
+from transcripts import TRANSCRIPT_DIR, lists_merged_from, load_transcript
+
+REPO = Path(__file__).resolve().parents[2]
+PY43 = REPO / ".venv" / "bin" / "python"
+PY42 = REPO / ".venv-spark4.2" / "bin" / "python"
+CONSTRAINTS = REPO / "constraints" / "spark-4.3.txt"
+TRANSCRIPT = TRANSCRIPT_DIR / "16_session_late_bridges.json"
+JAR42 = "eventtime/jvm/lib/eventtime-engine-spark4.2.jar"
+JAR43 = "eventtime/jvm/lib/eventtime-engine-spark4.3.jar"
+
+pytestmark = pytest.mark.skipif(not (PY43.exists() and PY42.exists()), reason="needs .venv and .venv-spark4.2 (make install)")
+
+
+def _run(cmd, **kwargs) -> subprocess.CompletedProcess:
+    done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kwargs)
+    assert done.returncode == 0, f"{cmd} failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    return done
+
+
+def _pyspark(python: Path) -> tuple[str, Path]:
+    out = _run([python, "-c", "import os, pyspark; print(pyspark.__version__); print(os.path.dirname(pyspark.__file__))"])
+    version, folder = out.stdout.split()
+    return version, Path(folder) / "jars"
+
+
+def _base_python() -> str:
+    """The interpreter the dev venv was made from (a fresh venv is made from it too)."""
+    for line in (REPO / ".venv" / "pyvenv.cfg").read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "executable":
+            return value.strip()
+    return shutil.which("python3") or sys.executable
+
+
+def _copy_source(dest: Path) -> Path:
+    """A clean checkout: the files git tracks plus the untracked ones it does not ignore."""
+    listed = _run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO).stdout
+    for name in filter(None, listed.split("\0")):
+        src = REPO / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def _no_javac_bin(dest: Path) -> Path:
+    """A bin folder with every command of /usr/bin except the JDK's tools, plus ``java``."""
+    dest.mkdir()
+    for entry in Path("/usr/bin").iterdir():
+        if not os.path.realpath(entry).startswith("/usr/lib/jvm/"):
+            (dest / entry.name).symlink_to(entry)
+    java = shutil.which("java")
+    assert java, "this test needs a java on PATH"
+    (dest / "java").symlink_to(java)
+    return dest
+
+
+def _clean_env(path: str, python: Path) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"JAVA_HOME", "SPARK_HOME", "PYTHONPATH", "VIRTUAL_ENV", "PYSPARK_PYTHON",
+                        "PYSPARK_DRIVER_PYTHON", "SPARK_SUBMIT_OPTS", "EVENTTIME_SPARK_JARS", "PYTHONHOME"}}
+    env["PATH"] = path
+    env["PYSPARK_PYTHON"] = str(python)
+    # the JIT setting every Spark JVM of the test run uses (tests/conftest.py), without the
+    # class archive of the venv running pytest (another class path)
+    env["SPARK_SUBMIT_OPTS"] = "-XX:TieredStopAtLevel=1"
+    return env
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("wheel")
+    src = _copy_source(root / "src")
+    # a developer's tree holds jars compiled on first use: neither artefact may pick them up
+    dev_jars = REPO / "eventtime" / "jvm" / "build"
+    if dev_jars.is_dir():
+        shutil.copytree(dev_jars, src / "eventtime" / "jvm" / "build")
+    v43, jars43 = _pyspark(PY43)
+    v42, jars42 = _pyspark(PY42)
+    started = time.monotonic()
+    env = _clean_env(os.environ["PATH"], PY43)
+    env["EVENTTIME_SPARK_JARS"] = os.pathsep.join([str(jars43), str(jars42)])
+    _run([PY43, "-m", "build", "--wheel", "--no-isolation", "--outdir", root / "dist", "."], cwd=src, env=env)
+    build_s = time.monotonic() - started
+    env.pop("EVENTTIME_SPARK_JARS")
+    _run([PY43, "-m", "build", "--sdist", "--no-isolation", "--outdir", root / "sdist", "."], cwd=src, env=env)
+    (wheel,) = (root / "dist").glob("eventtime-*.whl")
+    (sdist,) = (root / "sdist").glob("eventtime-*.tar.gz")
+    print(f"\nwheel {wheel.name}: {wheel.stat().st_size} bytes ({wheel.stat().st_size / 1e6:.2f} MB), "
+          f"built in {build_s:.1f} s for Spark {v43} and {v42}")
+    return {"root": root, "src": src, "wheel": wheel, "sdist": sdist, "v43": v43, "v42": v42}
+
+
+def test_wheel_carries_one_stamped_jar_per_spark_minor(built):
+    root = built["root"]
+    with zipfile.ZipFile(built["wheel"]) as whl:
+        names = whl.namelist()
+        jars = sorted(n for n in names if n.endswith(".jar"))
+        assert jars == [JAR42, JAR43], jars
+        for name, version in ((JAR42, built["v42"]), (JAR43, built["v43"])):
+            path = root / "jars" / Path(name).name
+            path.parent.mkdir(exist_ok=True)
+            path.write_bytes(whl.read(name))
+            assert jar_spark_version(str(path)) == version, name
+            with zipfile.ZipFile(path) as jar:
+                assert "eventtime/jvm/Engine.class" in jar.namelist()
+                assert "eventtime/jvm/DelegatingRow.class" in jar.namelist()
+        # the sources ride along (a different pyspark patch release can still rebuild)
+        assert "eventtime/jvm/src/eventtime/jvm/Engine.java" in names
+        assert "eventtime/jvm/spark-4.2/eventtime/jvm/DelegatingRow.java" in names
+        assert "eventtime/jvm/spark-4.3/eventtime/jvm/DelegatingRow.java" in names
+    assert built["wheel"].stat().st_size < 5_000_000
+    # the jars went into the wheel only, never into the source tree
+    assert not (built["src"] / "eventtime" / "jvm" / "lib").exists()
+    assert not (REPO / "eventtime" / "jvm" / "lib").exists()
+
+
+def test_sdist_has_no_built_jar(built):
+    with tarfile.open(built["sdist"]) as tar:
+        names = tar.getnames()
+    assert not [n for n in names if n.endswith((".jar", ".class"))], [n for n in names if n.endswith(".jar")]
+    top = names[0].split("/")[0]
+    assert f"{top}/setup.py" in names
+    assert f"{top}/eventtime/jvm/src/eventtime/jvm/Engine.java" in names
+
+
+def test_wheel_without_the_variable_builds_for_the_importable_pyspark(built, tmp_path):
+    """EVENTTIME_SPARK_JARS unset: one jar, for the build environment's pyspark (here 4.2);
+    the jars of the earlier build in the same build/lib do not linger."""
+    env = _clean_env(os.environ["PATH"], PY42)
+    _run([PY42, "-m", "build", "--wheel", "--no-isolation", "--outdir", tmp_path, "."], cwd=built["src"], env=env)
+    (wheel,) = tmp_path.glob("eventtime-*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        assert sorted(n for n in whl.namelist() if n.endswith(".jar")) == [JAR42]
+
+
+@pytest.fixture(scope="module")
+def installed(built):
+    """A fresh venv with the wheel (pyspark 4.3), and a PATH on which there is no javac."""
+    root = built["root"]
+    venv = root / "venv"
+    _run([_base_python(), "-m", "venv", venv])
+    python = venv / "bin" / "python"
+    no_jdk = _no_javac_bin(root / "no-jdk-bin")
+    path = f"{venv / 'bin'}{os.pathsep}{no_jdk}"
+    env = _clean_env(path, python)
+    cwd = root / "elsewhere"
+    cwd.mkdir()
+    started = time.monotonic()
+    _run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c", CONSTRAINTS,
+          built["wheel"]], env=env, cwd=cwd)
+    print(f"\ninstall of the wheel into a fresh venv, without javac: {time.monotonic() - started:.1f} s")
+    return {"venv": venv, "python": python, "env": env, "cwd": cwd}
+
+
+def test_no_javac_on_the_path(installed):
+    out = _run([installed["python"], "-c", "import shutil, json; print(json.dumps([shutil.which(c) for c in ('javac', 'jar', 'java')]))"],
+               env=installed["env"], cwd=installed["cwd"])
+    javac, jar, java = json.loads(out.stdout)
+    assert javac is None and jar is None
+    assert java is not None
+
+
+def test_installed_engine_jar_is_the_packaged_one(installed, built):
+    out = _run([installed["python"], "-c", "import eventtime, pyspark; print(pyspark.__version__); print(eventtime.engine_jar())"],
+               env=installed["env"], cwd=installed["cwd"])
+    version, jar = out.stdout.split()
+    assert version == built["v43"]
+    site = _run([installed["python"], "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                env=installed["env"]).stdout.strip()
+    assert jar == os.path.join(site, JAR43)
+    assert jar_spark_version(jar) == built["v43"]
+
+
+def test_installed_replay_on_spark_without_javac(installed, tmp_path):
+    scenario, expected = load_transcript(TRANSCRIPT)
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(scenario))
+    flags = ["--merged-from"] if lists_merged_from(expected) else []
+    # the same command in the dev venv (editable install, the jar compiled there), at the same time
+    dev = subprocess.Popen([REPO / ".venv" / "bin" / "eventtime", "replay", path, "--engine", "spark", *flags],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                           env=_clean_env(os.environ["PATH"], PY43))
+    started = time.monotonic()
+    got = _run([installed["venv"] / "bin" / "eventtime", "replay", path, "--engine", "spark", *flags],
+               env=installed["env"], cwd=installed["cwd"])
+    print(f"\nreplay of {TRANSCRIPT.name} on Spark from the wheel, without javac: {time.monotonic() - started:.1f} s")
+    dev_out, dev_err = dev.communicate(timeout=600)
+    assert dev.returncode == 0, dev_err[-4000:]
+
+    from eventtime.core.scenario import diff_outputs
+
+    output = json.loads(got.stdout)
+    assert diff_outputs(expected, output) is None, diff_outputs(expected, output)
+    assert output == json.loads(dev_out)
+    assert any(pane.get("merged_from") for batch in output["batches"] for pane in batch["panes"])
+
+
+def test_installed_demo_without_javac(installed):
+    """A reduced demo (2 000 rows, 3 micro-batches; the default 40 000 / 20 takes minutes
+    here): the streaming query, the conservation check and both bounded jobs."""
+    out_dir = installed["cwd"] / "demo"
+    done = _run([installed["venv"] / "bin" / "eventtime", "demo", "--output", out_dir, "--rows", "2000", "--batches", "3"],
+                env=installed["env"], cwd=installed["cwd"], timeout=600)
+    assert "conservation holds" in done.stdout, done.stdout[-3000:]
+    assert (out_dir / "results" / "_delta_log").is_dir()
+    assert (out_dir / "late" / "_delta_log").is_dir()
+    assert "sessions per user_id" in done.stdout and "calendar days per user_id" in done.stdout
+
+
+_REFUSAL = r"""
+import json, sys
+from pyspark.sql import SparkSession
+from eventtime.spark import jvm
+
+jar42, jar43 = sys.argv[1:3]
+spark = (SparkSession.builder.master("local[1]").appName("eventtime-refusal")
+         .config("spark.jars", jar42).config("spark.ui.enabled", "false").getOrCreate())
+out = {"spark": spark.version, "loaded": jvm._loaded(spark)}
+try:
+    jvm.check_engine_version(spark, jar42)
+    out["check42"] = None
+except jvm.EngineVersionError as exc:
+    out["check42"] = str(exc)
+jvm.check_engine_version(spark, jar43)  # the right minor passes
+try:
+    jvm.ensure_engine(spark)
+    out["ensure"] = None
+except jvm.EngineVersionError as exc:
+    out["ensure"] = str(exc)
+spark.stop()
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_spark43_session_refuses_the_spark42_jar(built, tmp_path):
+    """A Spark 4.3 session (its own JVM, .venv) with the wheel's 4.2 jar on spark.jars."""
+    with zipfile.ZipFile(built["wheel"]) as whl:
+        for name in (JAR42, JAR43):
+            (tmp_path / Path(name).name).write_bytes(whl.read(name))
+    jar42, jar43 = tmp_path / Path(JAR42).name, tmp_path / Path(JAR43).name
+    done = _run([PY43, "-c", _REFUSAL, jar42, jar43], cwd=tmp_path, env=_clean_env(os.environ["PATH"], PY43))
+    (line,) = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    out = json.loads(line[len("RESULT "):])
+    assert out["spark"] == built["v43"]
+    assert out["loaded"] is True  # the engine class came from the 4.2 jar on spark.jars
+    for message in (out["check42"], out["ensure"]):
+        assert message is not None, out
+        assert built["v42"] in message and built["v43"] in message, message
+    assert str(jar42) in out["check42"]

@@ -1,4 +1,4 @@
-"""Delta Lake sinks for late/invalid records and window panes (delta-rs, optionally Spark).
+"""Delta Lake sinks for late/invalid records and window panes (delta-rs, or delta-spark).
 
 Both sinks follow the router contract (``docs/architecture.md``): they are callables
 ``sink(table: pyarrow.Table, batch_id: int, query_id: str)``, and they are
@@ -12,6 +12,15 @@ exactly-once per ``(query_id, batch_id)``:
   skip a repeated version by itself). A batch that Spark re-runs after a crash
   between the Delta commit and its own checkpoint commit is therefore written once;
   a fresh checkpoint (a new query id) writing to an old table is not skipped;
+* with ``engine="spark"``, or ``"auto"`` (the default) when the Spark session has Delta
+  configured (``eventtime.local_session(delta=True)``; the sink gets the session from
+  ``route``), the batch is written through Spark's Delta writer with the same app
+  transaction as ``txnAppId`` / ``txnVersion``: delta-spark itself refuses a version already
+  committed, and the check above is made first to report the skip;
+* an existing table at the path must be one of this sink's kind (its ``_delta_log`` schema
+  has the sink's columns with their types, and the sink's partitioning): checked when the
+  sink is made and again by ``route``, which also refuses two sinks of different kinds on
+  one path, all before the query starts;
 * write errors are retried with exponential backoff; the check above is repeated
   before every attempt, so an attempt that committed but then raised is not
   written twice. When retries are exhausted, :class:`DeltaSinkError` names the
@@ -49,14 +58,16 @@ import pyarrow.compute as pc
 
 from .batch import SinkError
 from .schema import RECORD_SCHEMA, TS, _prepare_panes, _prepare_records
-from .spark_delta import spark_has_delta, write_via_spark
-from .tables import _check_path, compact, latest_panes, snapshot_dataset
+from .schema import TABLE_COLUMNS
+from .spark_delta import active_session, spark_has_delta, write_via_spark
+from .tables import _check_path, check_table_columns, compact, latest_panes, snapshot_dataset
 
 __all__ = [
     "DeltaSinkError",
     "WriteResult",
     "DeltaLateSink",
     "DeltaResultsSink",
+    "DeltaDelaySink",
     "RECORD_SCHEMA",
     "TS",
     "latest_panes",
@@ -171,6 +182,26 @@ def _check_name(name: str, value: object) -> str:
     return value
 
 
+def _same_table(a: str, b: str) -> bool:
+    la, lb = _local_table_path(a), _local_table_path(b)
+    if la is not None and lb is not None:
+        return os.path.realpath(la) == os.path.realpath(lb)
+    return a.rstrip("/") == b.rstrip("/")
+
+
+def _not_transient(exc: BaseException) -> bool:
+    """A write error that a retry cannot fix (the data does not fit the table)."""
+    from deltalake.exceptions import SchemaMismatchError
+
+    if isinstance(exc, SchemaMismatchError):
+        return True
+    if "pyspark" in __import__("sys").modules:
+        from pyspark.errors import AnalysisException
+
+        return isinstance(exc, AnalysisException)
+    return False
+
+
 def _check_batch_id(batch_id: object) -> int:
     if isinstance(batch_id, bool) or not isinstance(batch_id, numbers.Integral):
         raise TypeError(f"batch_id must be an int, got {type(batch_id).__name__}")
@@ -188,6 +219,7 @@ FaultInjector = Callable[[int, int], None]
 
 class _DeltaSink(abc.ABC):
     _kind = "base"
+    _what = "rows"
 
     def __init__(
         self,
@@ -198,7 +230,7 @@ class _DeltaSink(abc.ABC):
         backoff_s: float = 0.5,
         max_backoff_s: float = 10.0,
         partition_by: Sequence[str] | None = None,
-        engine: Literal["rust", "spark", "auto"] = "rust",
+        engine: Literal["rust", "spark", "auto"] = "auto",
         spark: Any = None,
         fault_injector: FaultInjector | None = None,
         now: Callable[[], _dt.datetime] | None = None,
@@ -229,17 +261,85 @@ class _DeltaSink(abc.ABC):
         self.partition_by = list(partition_by) if partition_by else None
         if engine not in ("rust", "spark", "auto"):
             raise ValueError(f"engine must be 'rust', 'spark' or 'auto', got {engine!r}")
-        if engine == "spark" and spark is None:
-            raise ValueError("engine='spark' needs the spark session (spark=...)")
         self.engine = engine
         self.spark = spark
+        self._use_spark: bool | None = None
+        if engine == "spark":
+            self._require_spark_delta(spark if spark is not None else active_session())
         if fault_injector is not None and not callable(fault_injector):
             raise TypeError("fault_injector must be callable(batch_id, attempt) or None")
         self.fault_injector = fault_injector
         self._now = now or (lambda: _dt.datetime.now(_dt.timezone.utc))
         self._sleep = sleep
         self._dt_cache: Any = None
-        self._use_spark: bool | None = None
+        self.check_table()
+
+    # -- the engine, the table at the path -------------------------------------------
+
+    def _require_spark_delta(self, spark: Any) -> None:
+        name = type(self).__name__
+        if spark is None:
+            raise ValueError(
+                f"{name}({self.path!r}, engine='spark') needs a Spark session with Delta Lake: pass spark=... "
+                "(e.g. eventtime.local_session(delta=True)), or engine='auto' to write through Spark when the "
+                "session route() runs on has Delta and through delta-rs otherwise"
+            )
+        if not spark_has_delta(spark):
+            raise ValueError(
+                f"{name}({self.path!r}, engine='spark'): the Spark session has no Delta Lake configured "
+                "(delta-spark jars on the class path and spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension): "
+                "make it with eventtime.local_session(delta=True), or use engine='rust' or 'auto'"
+            )
+        self.spark = spark
+        self._use_spark = True
+
+    def _partitioning(self) -> list[str] | None:
+        return self.partition_by or self._default_partition_by()
+
+    def check_table(self) -> None:
+        """Refuse (``ValueError`` naming the path, the table's columns and what to do) an existing
+        Delta table at the path that this sink cannot append to: not of its kind (another
+        sink's table, someone else's ``customer, revenue`` table), a column of another type, or
+        another partitioning. Run when the sink is made and by ``route`` before the query starts."""
+        required, typed = TABLE_COLUMNS[self._kind]
+        check_table_columns(self.path, type(self).__name__, self._what, required, typed, self._partitioning(),
+                            self.storage_options, self.spark if self.engine != "rust" else None)
+
+    def bind_route(self, spark: Any, others: Sequence[Any] = ()) -> None:
+        """Called by ``route(...)`` before the query starts: takes the query's Spark session (the
+        write path of ``engine="auto"`` is chosen by it: delta-spark when it has Delta), refuses
+        another sink of the route that writes another kind of rows to the same table, and checks
+        the table at the path again."""
+        for other in others:
+            other_path = getattr(other, "path", None)
+            if (isinstance(other, _DeltaSink) and other._kind != self._kind and isinstance(other_path, str)
+                    and _same_table(self.path, other_path)):
+                raise ValueError(
+                    f"route: {type(self).__name__} and {type(other).__name__} both write to the Delta table at "
+                    f"{self.path!r}: {self._what} and {other._what} are tables of different columns. "
+                    f"Give each sink a path of its own (e.g. .../results and .../late)."
+                )
+            if (isinstance(other, _DeltaSink) and other._kind == self._kind and isinstance(other_path, str)
+                    and _same_table(self.path, other_path) and other.pipeline == self.pipeline):
+                raise ValueError(
+                    f"route: two {type(self).__name__}s of pipeline {self.pipeline!r} write to the Delta table at "
+                    f"{self.path!r}: they would commit each batch under the same app transaction, and the second "
+                    f"write of a batch would be skipped as already committed. Pass one sink (late=... also gets the "
+                    f"invalid records), or give the second one a path of its own."
+                )
+        if self.engine != "rust" and spark is not None:
+            if self.engine == "spark":
+                if self.spark is None:
+                    self._require_spark_delta(spark)
+            elif self.spark is None or self._use_spark is None:
+                self.spark = spark
+                self._use_spark = spark_has_delta(spark)
+        self.check_table()
+
+    @property
+    def writer(self) -> str:
+        """The write path this sink uses now: ``"delta-spark"`` or ``"delta-rs"``."""
+        return "delta-spark" if self._spark_enabled() else "delta-rs"
 
     # -- identity -----------------------------------------------------------
 
@@ -290,14 +390,12 @@ class _DeltaSink(abc.ABC):
         if self._use_spark is None:
             if self.engine == "rust":
                 self._use_spark = False
-            else:
-                ok = spark_has_delta(self.spark)
-                if self.engine == "spark" and not ok:
-                    raise RuntimeError(
-                        "engine='spark' but the Spark session has no Delta Lake configured "
-                        "(delta-spark jars and spark.sql.extensions)"
-                    )
-                self._use_spark = ok
+            else:  # "auto" without a session from route or spark=: the driver's session, if any
+                spark = self.spark if self.spark is not None else active_session()
+                if spark is None:
+                    return False  # decided when there is a session
+                self.spark = spark
+                self._use_spark = spark_has_delta(spark)
         return self._use_spark
 
     @abc.abstractmethod
@@ -321,7 +419,7 @@ class _DeltaSink(abc.ABC):
             now = now.replace(tzinfo=_dt.timezone.utc)
         data = self._prepare(table, batch_id, query_id, now.astimezone(_dt.timezone.utc))
         app_id = self.app_id(query_id)
-        partition_by = self.partition_by or self._default_partition_by()
+        partition_by = self._partitioning()
         attempts = 0
         last_exc: BaseException | None = None
         for attempt in range(self.retries + 1):
@@ -329,18 +427,14 @@ class _DeltaSink(abc.ABC):
             try:
                 if self.fault_injector is not None:
                     self.fault_injector(batch_id, attempt)
-                if self._spark_enabled():
-                    write_via_spark(self.spark, data, self.path, app_id, batch_id, partition_by)
-                    return WriteResult(True, data.num_rows, attempts, duration_s=time.perf_counter() - started)
-                result = self._write_rust(data, batch_id, query_id, app_id, partition_by, attempts)
+                write = self._write_spark if self._spark_enabled() else self._write_rust
+                result = write(data, batch_id, query_id, app_id, partition_by, attempts)
                 return dataclasses.replace(result, duration_s=time.perf_counter() - started)
             except Exception as exc:  # noqa: BLE001 - every storage error is retried
-                from deltalake.exceptions import SchemaMismatchError
-
                 last_exc = exc
                 self._dt_cache = None
-                if isinstance(exc, SchemaMismatchError):
-                    break  # not transient
+                if _not_transient(exc):
+                    break
                 if attempt < self.retries:
                     delay = min(self.max_backoff_s, self.backoff_s * (2**attempt))
                     log.warning(
@@ -358,6 +452,49 @@ class _DeltaSink(abc.ABC):
             attempts=attempts,
         ) from last_exc
 
+    def _committed(self, dt: Any, app_id: str, batch_id: int, query_id: str, attempts: int) -> WriteResult | None:
+        """The skip result when ``(app_id, batch_id)`` is already in the table, else ``None``."""
+        committed = None if dt is None else dt.transaction_version(app_id)
+        if committed is None or committed < batch_id:
+            return None
+        log.info(
+            "eventtime: batch %d of query %s already committed to %s (version %d), skipping",
+            batch_id, query_id, self.path, committed,
+        )
+        return WriteResult(False, 0, attempts, skipped="already_committed", version=dt.version())
+
+    def _commit_metadata(self, query_id: str, batch_id: int) -> dict:
+        return {"eventtime.pipeline": self.pipeline, "eventtime.query_id": query_id, "eventtime.batch_id": batch_id}
+
+    def _write_spark(
+        self, data: pa.Table, batch_id: int, query_id: str, app_id: str,
+        partition_by: list[str] | None, attempts: int,
+    ) -> WriteResult:
+        """One attempt through Spark's Delta writer. delta-spark refuses a ``txnVersion`` the
+        table already has for ``txnAppId`` in the commit itself; the delta-rs read of the
+        table's log before it only tells the skip apart (and is left out when delta-rs cannot
+        read the table)."""
+        try:
+            dt = self._table()
+        except Exception as exc:  # noqa: BLE001 - a table delta-rs cannot open: Spark still skips
+            log.debug("eventtime: delta-rs cannot read %s (%s); relying on delta-spark's txn check", self.path, exc)
+            dt = None
+        else:
+            skipped = self._committed(dt, app_id, batch_id, query_id, attempts)
+            if skipped is not None:
+                return skipped
+        before = None if dt is None else dt.version()
+        write_via_spark(self.spark, data, self.path, app_id, batch_id, partition_by,
+                        user_metadata=self._commit_metadata(query_id, batch_id))
+        try:
+            dt = self._table()
+        except Exception:  # noqa: BLE001
+            return WriteResult(True, data.num_rows, attempts)
+        version = None if dt is None else dt.version()
+        if dt is not None and before is not None and version == before:  # delta-spark skipped it (a race)
+            return WriteResult(False, 0, attempts, skipped="already_committed", version=version)
+        return WriteResult(True, data.num_rows, attempts, version=version)
+
     def _write_rust(
         self, data: pa.Table, batch_id: int, query_id: str, app_id: str,
         partition_by: list[str] | None, attempts: int,
@@ -365,21 +502,12 @@ class _DeltaSink(abc.ABC):
         from deltalake import CommitProperties, Transaction, write_deltalake
 
         dt = self._table()
-        if dt is not None:
-            committed = dt.transaction_version(app_id)
-            if committed is not None and committed >= batch_id:
-                log.info(
-                    "eventtime: batch %d of query %s already committed to %s (version %d), skipping",
-                    batch_id, query_id, self.path, committed,
-                )
-                return WriteResult(False, 0, attempts, skipped="already_committed", version=dt.version())
+        skipped = self._committed(dt, app_id, batch_id, query_id, attempts)
+        if skipped is not None:
+            return skipped
         props = CommitProperties(
             app_transactions=[Transaction(app_id, batch_id)],
-            custom_metadata={
-                "eventtime.pipeline": self.pipeline,
-                "eventtime.query_id": query_id,
-                "eventtime.batch_id": batch_id,
-            },
+            custom_metadata=self._commit_metadata(query_id, batch_id),
         )
         write_deltalake(
             dt if dt is not None else self.path,
@@ -410,8 +538,11 @@ class DeltaLateSink(_DeltaSink):
         storage_options: passed to delta-rs (object store credentials, ...).
         retries, backoff_s, max_backoff_s: retry policy for write errors
             (delay ``min(max_backoff_s, backoff_s * 2**attempt)``).
-        engine: ``"rust"`` (delta-rs, default), ``"spark"`` (delta-spark, see
-            :func:`write_via_spark`) or ``"auto"`` (Spark when ``spark`` has Delta).
+        engine: ``"auto"`` (default: delta-spark when the Spark session -- ``spark``, else the
+            one ``route`` runs on, else the driver's active one -- has Delta configured,
+            delta-rs otherwise), ``"spark"`` (delta-spark, see :func:`write_via_spark`; the
+            session must have Delta: ``ValueError`` when the sink is made) or ``"rust"``.
+        spark: the Spark session for the delta-spark path (default: ``route``'s).
         fault_injector: test hook ``f(batch_id, attempt)`` called before each write
             attempt; raising simulates a storage fault.
         now: clock for ``detected_at`` (UTC ``datetime``).
@@ -424,6 +555,7 @@ class DeltaLateSink(_DeltaSink):
     """
 
     _kind = "late"
+    _what = "late and invalid records"
 
     def _default_partition_by(self) -> list[str]:
         return ["detected_date"]
@@ -455,6 +587,7 @@ class DeltaResultsSink(_DeltaSink):
     """
 
     _kind = "results"
+    _what = "window panes"
 
     def __init__(self, path: str | os.PathLike[str], pipeline: str, *args: Any,
                  key_columns: Sequence[str] | None = None, **kwargs: Any) -> None:
@@ -483,6 +616,7 @@ class DeltaDelaySink(_DeltaSink):
     """
 
     _kind = "delays"
+    _what = "delay histograms"
 
     def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime) -> pa.Table:
         n = table.num_rows

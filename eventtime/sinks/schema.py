@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from ..core._json import keys_json
 
-__all__ = ["TS", "RECORD_SCHEMA", "LATE_META_SCHEMA", "PANE_META_SCHEMA", "PANE_REQUIRED"]
+__all__ = ["TS", "RECORD_SCHEMA", "LATE_META_SCHEMA", "PANE_META_SCHEMA", "PANE_REQUIRED", "TABLE_COLUMNS"]
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -60,6 +60,39 @@ PANE_META_SCHEMA = pa.schema(
         ("written_at", TS),
     ]
 )
+
+_DELTA_TYPES = {
+    pa.string(): "string", pa.int64(): "long", pa.int32(): "integer", TS: "timestamp",
+    pa.date32(): "date", pa.bool_(): "boolean",
+}
+
+
+def _delta_columns(*schemas: pa.Schema) -> dict[str, str]:
+    return {f.name: _DELTA_TYPES[f.type] for schema in schemas for f in schema}
+
+
+#: Per table kind (the sinks' ``_kind``): ``(required, typed)``, the columns (with their Delta
+#: types) an existing table must have to be one of this sink's tables, and the columns it must
+#: have with these types when it has them (older tables may lack later record columns: a write
+#: adds them). Checked against a path's ``_delta_log`` before a sink writes there
+#: (:func:`eventtime.sinks.tables.check_table_columns`).
+TABLE_COLUMNS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
+    "late": (
+        {**_delta_columns(LATE_META_SCHEMA), "kind": "string", "reason": "string"},
+        _delta_columns(LATE_META_SCHEMA, RECORD_SCHEMA),
+    ),
+    "results": (
+        {**_delta_columns(PANE_META_SCHEMA), "key": "string", "window_start": "timestamp", "window_end": "timestamp",
+         "pane_timing": "string", "pane_index": "long", "is_final": "boolean"},
+        {**_delta_columns(PANE_META_SCHEMA), "key": "string", "window_start": "timestamp", "window_end": "timestamp",
+         "pane_timing": "string", "pane_index": "long", "is_final": "boolean"},
+    ),
+    "delays": (
+        {**_delta_columns(PANE_META_SCHEMA), "partition": "string", "delay_bin": "integer", "records": "long"},
+        {**_delta_columns(PANE_META_SCHEMA), "partition": "string", "delay_bin": "integer", "records": "long",
+         "max_out_of_orderness_ms": "long", "allowed_lateness_ms": "long"},
+    ),
+}
 
 
 # ---------------------------------------------------------------------------

@@ -1,16 +1,40 @@
-"""The delta-spark write path: used when the session already has Delta configured
-(``spark.sql.extensions`` with ``DeltaSparkSessionExtension``); delta-rs otherwise."""
+"""The delta-spark write path: used when the session has Delta configured
+(``spark.sql.extensions`` with ``DeltaSparkSessionExtension`` and the delta-spark jars, e.g.
+``eventtime.local_session(delta=True)``); delta-rs otherwise."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import json
+import sys
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
-__all__ = ["spark_has_delta", "write_via_spark"]
+__all__ = ["spark_has_delta", "write_via_spark", "active_session"]
 
 # ---------------------------------------------------------------------------
 # Spark / delta-spark
+
+
+def active_session() -> Any:
+    """The driver's Spark session when one is running in this process, else ``None``.
+
+    Never starts a session (and does not import pyspark when nothing imported it yet).
+
+    >>> active_session() is None or hasattr(active_session(), "sparkContext")
+    True
+    """
+    if "pyspark" not in sys.modules:
+        return None
+    try:
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+
+        if SparkContext._active_spark_context is None:
+            return None
+        return SparkSession.getActiveSession() or SparkSession._instantiatedSession
+    except Exception:  # noqa: BLE001 - Spark Connect or a stopped context: no session to use
+        return None
 
 
 def spark_has_delta(spark: Any) -> bool:
@@ -28,15 +52,16 @@ def spark_has_delta(spark: Any) -> bool:
         ext = spark.conf.get("spark.sql.extensions", "") or ""
     except Exception:  # noqa: BLE001 - a conf read must never break detection
         ext = ""
+    if "DeltaSparkSessionExtension" not in ext:
+        return False
     try:
         jvm = spark._jvm  # not available on Spark Connect
         jvm.java.lang.Class.forName(
             "io.delta.tables.DeltaTable", True, jvm.Thread.currentThread().getContextClassLoader()
         )
-        has_class = True
+        return True
     except Exception:  # noqa: BLE001
-        has_class = False
-    return has_class and "DeltaSparkSessionExtension" in ext
+        return False
 
 
 def write_via_spark(
@@ -46,10 +71,14 @@ def write_via_spark(
     app_id: str,
     version: int,
     partition_by: Sequence[str] | None = None,
+    user_metadata: Mapping[str, Any] | None = None,
 ) -> None:
     """Append ``data`` (a ``pyarrow.Table`` or Spark DataFrame) to a Delta table through
     Spark's ``delta`` format, idempotently: delta-spark skips the write when the table
-    already has a transaction ``txnAppId`` with ``txnVersion >= version``.
+    already has a transaction ``txnAppId`` with ``txnVersion >= version`` (checked in the
+    commit itself, so two writers of the same batch commit it once). New columns merge into
+    the table's schema (``mergeSchema``); ``user_metadata`` goes into the commit's
+    ``userMetadata`` as JSON.
 
     Requires delta-spark on the session's classpath (see :func:`spark_has_delta`).
 
@@ -60,7 +89,7 @@ def write_via_spark(
         raise RuntimeError(
             "write_via_spark needs a Spark session with Delta Lake configured "
             "(delta-spark jars on the classpath and spark.sql.extensions="
-            "io.delta.sql.DeltaSparkSessionExtension)"
+            "io.delta.sql.DeltaSparkSessionExtension), e.g. eventtime.local_session(delta=True)"
         )
     df = spark.createDataFrame(data) if isinstance(data, pa.Table) else data
     writer = (
@@ -70,6 +99,8 @@ def write_via_spark(
         .option("txnVersion", str(int(version)))
         .option("mergeSchema", "true")
     )
+    if user_metadata:
+        writer = writer.option("userMetadata", json.dumps(dict(user_metadata), sort_keys=True))
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     writer.save(path)

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["snapshot_dataset", "latest_panes", "compact"]
+__all__ = ["snapshot_dataset", "latest_panes", "compact", "check_table_columns"]
 
 
 def _check_path(path: object) -> str:
@@ -20,6 +20,91 @@ def _check_path(path: object) -> str:
     if not path:
         raise ValueError("path must not be empty")
     return path
+
+# ---------------------------------------------------------------------------
+# what is at a sink's path
+
+
+# Spark's simpleString of a type -> Delta's type name (the names TABLE_COLUMNS uses)
+_SPARK_TYPE_NAMES = {"bigint": "long", "int": "integer", "smallint": "short", "tinyint": "byte"}
+
+
+def _delta_type_name(delta_type: Any) -> str:
+    name = getattr(delta_type, "type", None)  # a delta-rs PrimitiveType: "long", "string", ...
+    return name if isinstance(name, str) else str(delta_type)
+
+
+def _table_layout(path: str, storage_options: Mapping[str, str] | None, spark: Any = None):
+    """``(columns {name: Delta type}, partition columns)`` of the Delta table at ``path`` from
+    its ``_delta_log``, or ``None`` when there is no Delta table there. Read with delta-rs; with
+    a Spark session that has Delta, through Spark when delta-rs cannot open the table (a reader
+    feature it lacks)."""
+    from deltalake import DeltaTable
+
+    options = dict(storage_options) if storage_options else None
+    try:
+        if not DeltaTable.is_deltatable(path, options):
+            return None
+    except OSError:
+        if "://" in path and not path.startswith("file:"):
+            return None  # a remote store without credentials here: it reports them at the first write
+        raise
+    try:
+        dt = DeltaTable(path, storage_options=options)
+        columns = {f.name: _delta_type_name(f.type) for f in dt.schema().fields}
+        return columns, list(dt.metadata().partition_columns)
+    except Exception:  # noqa: BLE001 - a table delta-rs cannot read: ask Spark's Delta, if there is one
+        from .spark_delta import spark_has_delta
+
+        if not spark_has_delta(spark):
+            raise
+        columns = {f.name: _SPARK_TYPE_NAMES.get(f.dataType.simpleString(), f.dataType.simpleString())
+                   for f in spark.read.format("delta").load(path).schema.fields}
+        quoted = path.replace("`", "``")
+        detail = spark.sql(f"DESCRIBE DETAIL delta.`{quoted}`").collect()[0]
+        return columns, list(detail["partitionColumns"] or [])
+
+
+def check_table_columns(
+    path: str,
+    sink: str,
+    what: str,
+    required: Mapping[str, str],
+    typed: Mapping[str, str],
+    partition_by: list[str] | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    spark: Any = None,
+) -> None:
+    """Refuse a Delta table at ``path`` that is not one a sink writing ``what`` can append to:
+    a column of ``required`` missing, a column of ``typed`` with another type, or (when
+    ``partition_by`` is given) other partition columns. Nothing at ``path`` passes: the first
+    write creates the table. The ``ValueError`` names the sink, the path, the table's columns
+    and what to do; the same check runs for the delta-rs and the delta-spark write paths.
+    """
+    layout = _table_layout(path, storage_options, spark)
+    if layout is None:
+        return
+    columns, partitions = layout
+    problems = []
+    missing = [c for c in required if c not in columns]
+    if missing:
+        problems.append(f"it lacks the column(s) {', '.join(missing)}")
+    wrong = [f"{c} is {columns[c]}, not {t}" for c, t in typed.items() if c in columns and columns[c] != t]
+    if wrong:
+        problems.append("; ".join(wrong))
+    if not problems and partition_by is not None and partitions != list(partition_by):
+        problems.append(
+            f"it is partitioned by {partitions or 'nothing'}, the sink writes partitioned by {list(partition_by)}"
+        )
+    if problems:
+        listed = ", ".join(f"{c} {t}" for c, t in columns.items()) or "none"
+        raise ValueError(
+            f"{sink}: the Delta table at {path!r} is not a table of {what} that this sink can append to: "
+            f"{'; '.join(problems)} (its columns: {listed}; partitioned by {partitions or 'nothing'}). "
+            f"Give the sink a path of its own (a new one, or a table this kind of sink wrote), "
+            f"or move the table at {path!r} away."
+        )
+
 
 # ---------------------------------------------------------------------------
 # reading panes, maintenance

@@ -71,7 +71,8 @@ def connector_coordinates(name: str, spark_version: str) -> str:
         supported = ", ".join(f"pyspark {m}.x" for m in sorted(by_minor))
         raise ConnectorUnavailableError(
             f"no {name} connector for Spark {spark_version}: {_WHY_NOT[name]}; use {supported} "
-            f"(pip install 'pyspark=={sorted(by_minor)[-1]}.*' and run `make jars`)"
+            f"(in a checkout: .venv-spark{sorted(by_minor)[-1]}, which `make install` creates; elsewhere: pip install "
+            f"'pyspark=={sorted(by_minor)[-1]}.*', then python -m eventtime.spark.connectors {name})"
         )
     return by_minor[_minor(spark_version)]
 

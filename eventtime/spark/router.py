@@ -229,6 +229,13 @@ class Router:
         self.panes_sink, self.late_sink = panes, late
         self.invalid_sink = invalid if invalid is not None else late
         self.delays_sink = delays
+        # Sinks that take the query's session and check their tables before the query starts
+        # (the Delta sinks: delta-spark when the session has Delta; one table per kind of rows).
+        sinks = list({id(s): s for s in (panes, late, invalid, delays) if s is not None}.values())
+        for sink in sinks:
+            bind = getattr(sink, "bind_route", None)
+            if callable(bind):
+                bind(out.sparkSession, [other for other in sinks if other is not sink])
         self.alerter = alerter
         self.pipeline = pipeline
         self.metrics_name = f"eventtime_{pipeline}"

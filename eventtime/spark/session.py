@@ -52,7 +52,8 @@ def local_session(
     Delta sinks write through Spark); both are the jars ``make install`` resolved from Maven
     Central for the installed pyspark (:mod:`eventtime.spark.connectors`). A connector that is
     missing, or not served for this Spark version, is refused before the session starts, with
-    what to install.
+    what to install. A ``spark://`` master that accepts no connection is refused before the
+    session starts (:class:`eventtime.spark.cluster.MasterUnreachableError`, naming the URL).
 
     Sets the RocksDB state store provider (required by ``transformWithState``), a small
     number of shuffle partitions, the UTC session time zone, and ``PYSPARK_PYTHON`` to the
@@ -64,6 +65,11 @@ def local_session(
     """
     from pyspark.sql import SparkSession
 
+    from .cluster import check_master
+
+    # a spark:// master that does not answer: refused now, naming it, not after Spark's
+    # minute of registration retries
+    check_master(master)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # Bind to loopback unless told otherwise: local mode needs no other interface, and a
     # host name that does not resolve otherwise costs a warning and a slow lookup.
@@ -108,6 +114,13 @@ def local_session(
             builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
             .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         )
+        if master.startswith("local"):
+            # Delta's defaults (50 snapshot partitions, 10 000-way file listing) made a commit
+            # take ~4 s instead of 0.7 s and VACUUM 66 s instead of 9 s on 2 cores
+            builder = (
+                builder.config("spark.databricks.delta.snapshotPartitions", str(shuffle_partitions))
+                .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", str(shuffle_partitions))
+            )
     builder = builder.config("spark.jars", ",".join(jars))
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)

@@ -32,7 +32,13 @@ TRANSCRIPT = TRANSCRIPT_DIR / "16_session_late_bridges.json"
 JAR42 = "eventtime/jvm/lib/eventtime-engine-spark4.2.jar"
 JAR43 = "eventtime/jvm/lib/eventtime-engine-spark4.3.jar"
 
-pytestmark = pytest.mark.skipif(not (PY43.exists() and PY42.exists()), reason="needs .venv and .venv-spark4.2 (make install)")
+
+
+@pytest.fixture(autouse=True)
+def _both_environments():
+    """The wheel is built for both Spark minors: fails (never skips) without both environments."""
+    if not (PY43.exists() and PY42.exists()):
+        pytest.fail("needs .venv and .venv-spark4.2 (make install creates both)")
 
 
 def _run(cmd, **kwargs) -> subprocess.CompletedProcess:

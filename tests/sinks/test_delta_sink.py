@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import glob
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 from deltalake import DeltaTable
 
 from eventtime.sinks import (
+    DeltaDelaySink,
     DeltaLateSink,
     DeltaResultsSink,
     DeltaSinkError,
@@ -323,47 +323,64 @@ def test_compact_and_vacuum_keep_rows_and_exactly_once(tmp_path):
     assert rows(path).num_rows == 12
 
 
-def _delta_jars_present() -> bool:
-    if importlib.util.find_spec("delta") is None:
-        return False
-    patterns = [os.path.expanduser("~/.ivy2*/jars/io.delta_delta-spark*.jar")]
-    spark_home = os.environ.get("SPARK_HOME")
-    if spark_home:
-        patterns.append(os.path.join(spark_home, "jars", "delta-spark*.jar"))
-    return any(glob.glob(p) for p in patterns)
-
-
-@pytest.mark.spark
-@pytest.mark.skipif(
-    not _delta_jars_present(),
-    reason="delta-spark jars are not available (the delta-spark package is not installed and "
-    "Maven cannot be reached to download io.delta:delta-spark); the delta-rs path is tested instead",
-)
-def test_write_via_spark_is_idempotent(tmp_path):  # pragma: no cover - needs delta-spark
-    from delta import configure_spark_with_delta_pip
-    from pyspark.sql import SparkSession
-
-    builder = (
-        SparkSession.builder.master("local[1]")
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-    )
-    spark = configure_spark_with_delta_pip(builder).getOrCreate()
-    try:
-        assert spark_has_delta(spark)
-        path = str(tmp_path / "late")
-        sink = DeltaLateSink(path, pipeline="clicks", engine="spark", spark=spark)
-        sink(records(3), 0, "q1")
-        sink(records(3), 0, "q1")
-        assert rows(path).num_rows == 3
-    finally:
-        spark.stop()
-
-
 def test_spark_engine_requires_session():
     with pytest.raises(ValueError, match="spark"):
         DeltaLateSink("/tmp/x", pipeline="p", engine="spark")
     assert spark_has_delta(None) is False
+
+
+def test_auto_without_a_session_writes_through_delta_rs(tmp_path):
+    sink = make_sink(str(tmp_path / "late"), engine="auto")
+    assert sink(records(2), 0, "q1").written
+    assert DeltaTable(str(tmp_path / "late")).transaction_version(sink.app_id("q1")) == 0
+
+
+def _foreign_table(path: str) -> None:
+    deltalake.write_deltalake(path, pa.table({"customer": ["acme"], "revenue": [12.5]}))
+
+
+@pytest.mark.parametrize("sink_class", [DeltaLateSink, DeltaResultsSink, DeltaDelaySink])
+def test_a_table_of_another_schema_is_refused_when_the_sink_is_made(tmp_path, sink_class):
+    path = str(tmp_path / "crm")
+    _foreign_table(path)
+    with pytest.raises(ValueError) as err:
+        sink_class(path, pipeline="clicks")
+    text = str(err.value)
+    for part in (sink_class.__name__, repr(path), "customer string, revenue double", "pipeline", "path of its own"):
+        assert part in text, (part, text)
+    assert DeltaTable(path).version() == 0  # nothing written
+
+
+def test_a_late_sink_on_a_results_table_is_refused(tmp_path):
+    path = str(tmp_path / "results")
+    DeltaResultsSink(path, pipeline="clicks")(panes([("a", 0, "ON_TIME", 0, False, 3)]), 0, "q1")
+    with pytest.raises(ValueError, match=r"lacks the column\(s\) detected_at, detected_date, kind, reason") as err:
+        DeltaLateSink(path, pipeline="clicks")
+    assert repr(path) in str(err.value) and "window_start timestamp" in str(err.value)
+    # the results sink itself still opens it, and a column of another type is named
+    DeltaResultsSink(path, pipeline="clicks")
+    late = str(tmp_path / "late")
+    deltalake.write_deltalake(late, pa.table({"pipeline": ["p"], "query_id": ["q"], "batch_id": [0],
+                                              "detected_at": pa.array([DETECTED], pa.timestamp("us", tz="UTC")),
+                                              "detected_date": [DETECTED.date()], "kind": ["late"],
+                                              "reason": ["too_late"], "offset": ["7"]}),
+                              partition_by=["detected_date"])
+    with pytest.raises(ValueError, match="offset is string, not long"):
+        DeltaLateSink(late, pipeline="clicks")
+
+
+def test_route_checks_are_made_by_bind_route(tmp_path):
+    """route(...) calls bind_route on each sink before the query starts: two kinds of rows on
+    one path, or two late sinks of one pipeline on one table, are refused."""
+    path = str(tmp_path / "t")
+    results, late = DeltaResultsSink(path, pipeline="p"), DeltaLateSink(path, pipeline="p")
+    with pytest.raises(ValueError, match="both write to the Delta table at") as err:
+        late.bind_route(None, [results])
+    assert repr(path) in str(err.value) and "path of its own" in str(err.value)
+    with pytest.raises(ValueError, match="same app transaction"):
+        late.bind_route(None, [DeltaLateSink(path, pipeline="p")])
+    late.bind_route(None, [DeltaResultsSink(str(tmp_path / "r"), pipeline="p")])
+    assert late.writer == "delta-rs"
 
 
 def test_pipeline_query_ids_tell_which_queries_wrote_the_table(tmp_path):

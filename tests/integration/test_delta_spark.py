@@ -1,0 +1,435 @@
+"""Delta Lake through Spark (delta-spark): the Delta sinks writing with Spark's Delta writer.
+
+Runs in the pyspark 4.2 environment only (``.venv-spark4.2``: the newest delta-spark on Maven
+Central, 4.4.0, serves Spark <= 4.2), on the one session of the test process, made with
+``eventtime.local_session(kafka=True, delta=True)`` (tests/integration/test_kafka.py makes the
+same one; ``getOrCreate`` returns it to both files, and neither stops it).
+
+* the sinks on that session write through delta-spark by themselves (``engine="auto"``, the
+  session from ``route``), with the app transaction as ``txnAppId`` / ``txnVersion``; a
+  streaming pipeline's panes, late records and delay histograms equal the same pipeline's
+  through delta-rs, table for table;
+* a late table written by delta-spark reads the same through ``deltalake``, polars and
+  ``eventtime late``; one written by delta-rs through Spark SQL, before and after Spark's
+  ``OPTIMIZE`` and ``VACUUM``;
+* the job SIGKILLed twice (right after the Delta commits, before Spark's checkpoint commit;
+  and between the two tables' commits) and resumed from its checkpoint ends with the
+  uninterrupted run's tables: nothing lost, nothing written twice;
+* a table of another schema, or another sink's table, is refused before the query starts.
+
+The file is also the job the crash test kills: ``python test_delta_spark.py job INPUT OUT``.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+ROWS, BATCHES, SEED = 1200, 5, 5
+PIPELINE = "dspark"
+# When and by which query / batch a row was written differ between runs by design.
+RUN_COLUMNS = {"query_id", "batch_id", "detected_at", "detected_date", "written_at"}
+TABLES = ("results", "late", "delays")
+# Delta rebuilds a table's snapshot in spark.databricks.delta.snapshotPartitions tasks (50 by
+# default: about 4 s a commit on 2 cores instead of 0.7 s), and VACUUM lists the table in
+# spark.sql.sources.parallelPartitionDiscovery.parallelism tasks (10 000 by default: 66 s instead
+# of 9 s). local_session(delta=True) does not set them (yet), so the tests do.
+DELTA_LOCAL_CONF = {"spark.databricks.delta.snapshotPartitions": "2",
+                    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2"}
+
+pytestmark = pytest.mark.spark
+
+
+# ---------------------------------------------------------------------------
+# the pipeline (the test process runs it in its session; the crash test in a process of its own)
+
+
+def pipeline(spark, input_dir: str, out: str, engine: str = "auto"):
+    """examples/streaming_job.py's shape on the demo stream: with_event_time -> window_aggregate
+    -> route into the three Delta sinks under ``out``."""
+    import eventtime
+    from eventtime.cli.demo_data import DEMO_SCHEMA_DDL
+    from eventtime.sinks import DeltaDelaySink, DeltaLateSink, DeltaResultsSink
+
+    events = (
+        spark.readStream.schema(DEMO_SCHEMA_DDL).option("maxFilesPerTrigger", 1).json(input_dir)
+        .transform(eventtime.with_event_time(
+            "ts", unit="ms", max_out_of_orderness="10 seconds", min_valid="2000-01-01", max_future="1 day"))
+    )
+    out_df = events.transform(eventtime.window_aggregate(
+        keys=["user_id"], window=eventtime.Tumbling("1 minute"), allowed_lateness="3 minutes",
+        aggregations=[eventtime.count(), eventtime.sum("amount"), eventtime.max("amount")],
+        partition_col="partition", offset_col="offset", heartbeat_col="heartbeat",
+    ))
+    return eventtime.route(
+        out_df,
+        panes=DeltaResultsSink(os.path.join(out, "results"), pipeline=PIPELINE, engine=engine),
+        late=DeltaLateSink(os.path.join(out, "late"), pipeline=PIPELINE, engine=engine),
+        delays=DeltaDelaySink(os.path.join(out, "delays"), pipeline=PIPELINE, engine=engine),
+        pipeline=PIPELINE,
+    )
+
+
+def run_pipeline(spark, input_dir: str, out: str, engine: str = "auto"):
+    router = pipeline(spark, input_dir, out, engine)
+    query = router.start(checkpoint=os.path.join(out, "checkpoint"), trigger={"availableNow": True})
+    query.awaitTermination()
+    return router
+
+
+def _job(input_dir: str, out: str) -> None:
+    """The crash test's job: the pipeline on a delta-spark session, to the end of its input."""
+    import eventtime
+
+    spark = eventtime.local_session(delta=True, shuffle_partitions=2, extra_conf=DELTA_LOCAL_CONF)
+    router = run_pipeline(spark, input_dir, out)
+    print("writers:", router.panes_sink.writer, router.late_sink.writer, router.delays_sink.writer, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# reading the tables
+
+
+def read_rows(path) -> pa.Table:
+    from deltalake import DeltaTable
+
+    from eventtime.sinks import snapshot_dataset
+
+    return snapshot_dataset(DeltaTable(str(path))).to_table()
+
+
+def comparable(table: pa.Table) -> collections.Counter:
+    """The rows without the run's columns, as a multiset (so a duplicate counts)."""
+    columns = sorted(c for c in table.column_names if c not in RUN_COLUMNS)
+    return collections.Counter(tuple((c, repr(r[c])) for c in columns) for r in table.select(columns).to_pylist())
+
+
+def all_tables(out) -> dict:
+    return {name: comparable(read_rows(Path(out) / name)) for name in TABLES}
+
+
+def history(spark, path) -> list:
+    quoted = str(path).replace("`", "``")
+    return spark.sql(f"DESCRIBE HISTORY delta.`{quoted}`").orderBy("version").collect()
+
+
+# ---------------------------------------------------------------------------
+# fixtures
+
+
+@pytest.fixture(scope="module")
+def dspark():
+    """The test process's one session, with Delta (and Kafka, as test_kafka.py makes it)."""
+    import eventtime
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = eventtime.local_session(kafka=True, delta=True, shuffle_partitions=2)
+    for key, value in DELTA_LOCAL_CONF.items():
+        spark.conf.set(key, value)
+    return spark
+
+
+@pytest.fixture(scope="module")
+def stream_input(tmp_path_factory) -> str:
+    from eventtime.cli.demo_data import DemoStream, write_stream
+
+    directory = tmp_path_factory.mktemp("dspark-input") / "input"
+    write_stream(DemoStream(seed=SEED, rows=ROWS, batches=BATCHES), str(directory))
+    return str(directory)
+
+
+@pytest.fixture(scope="module")
+def spark_run(dspark, stream_input, tmp_path_factory) -> Path:
+    """The pipeline through delta-spark, uninterrupted (engine chosen automatically)."""
+    out = tmp_path_factory.mktemp("dspark") / "spark"
+    router = run_pipeline(dspark, stream_input, str(out))
+    assert (router.panes_sink.writer, router.late_sink.writer, router.delays_sink.writer) == ("delta-spark",) * 3
+    return out
+
+
+@pytest.fixture(scope="module")
+def rust_run(dspark, stream_input, tmp_path_factory) -> Path:
+    """The same pipeline through delta-rs (engine='rust' on the same session)."""
+    out = tmp_path_factory.mktemp("dspark") / "rust"
+    router = run_pipeline(dspark, stream_input, str(out), engine="rust")
+    assert router.late_sink.writer == "delta-rs"
+    return out
+
+
+def records(n: int, start: int = 0) -> pa.Table:
+    """n late records shaped like the router's record table."""
+    t0 = dt.datetime(2024, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
+    users = [f"u{(start + i) % 3}" for i in range(n)]
+    return pa.table({
+        "kind": ["late"] * n,
+        "reason": ["too_late"] * n,
+        "key": [json.dumps({"user": u}, separators=(",", ":")) for u in users],
+        "user": users,
+        "event_time": pa.array([t0 - dt.timedelta(minutes=start + i) for i in range(n)], pa.timestamp("ms", tz="UTC")),
+        "watermark": pa.array([t0] * n, pa.timestamp("us", tz="UTC")),
+        "lateness_ms": pa.array([60_000 * (start + i) for i in range(n)], pa.int64()),
+        "partition": [str((start + i) % 2) for i in range(n)],
+        "offset": pa.array([start + i for i in range(n)], pa.int64()),
+        "payload": [json.dumps({"user": u, "i": start + i}) for i, u in enumerate(users)],
+    })
+
+
+# ---------------------------------------------------------------------------
+# the tests
+
+
+def test_write_via_spark_is_idempotent(dspark, tmp_path):
+    from eventtime.sinks import DeltaLateSink, spark_has_delta, write_via_spark
+
+    assert spark_has_delta(dspark)
+    path = str(tmp_path / "late")
+    sink = DeltaLateSink(path, pipeline="clicks", engine="spark", spark=dspark)
+    assert sink.writer == "delta-spark"
+    first = sink(records(3), 0, "q1")
+    assert first.written and first.rows == 3 and first.version == 0
+    again = sink(records(3), 0, "q1")
+    assert not again.written and again.skipped == "already_committed"
+    # delta-spark itself refuses the version again (txnAppId / txnVersion), without the sink's check
+    write_via_spark(dspark, records(3), path, sink.app_id("q1"), 0, ["detected_date"])
+    assert sink(records(2, 3), 1, "q1").written
+    table = read_rows(path)
+    assert table.num_rows == 5
+    assert sorted(table.column("offset").to_pylist()) == [0, 1, 2, 3, 4]
+    assert sink.committed_version("q1") == 1
+    commits = history(dspark, path)
+    assert [c["version"] for c in commits] == [0, 1]
+    assert all("Apache-Spark" in c["engineInfo"] and "Delta-Lake" in c["engineInfo"] for c in commits)
+    assert json.loads(commits[1]["userMetadata"]) == {
+        "eventtime.batch_id": 1, "eventtime.pipeline": "clicks", "eventtime.query_id": "q1"}
+
+
+def test_streaming_through_delta_spark_equals_delta_rs(dspark, spark_run, rust_run):
+    spark_tables, rust_tables = all_tables(spark_run), all_tables(rust_run)
+    for name in TABLES:
+        assert sum(spark_tables[name].values()) > 0, f"the run wrote no {name}"
+        assert spark_tables[name] == rust_tables[name], name
+        if name != "delays":  # a delay row is a per-batch count: equal counts of two batches are two rows
+            assert max(spark_tables[name].values()) == 1, f"{name}: a row written twice"
+        # the same columns with the same types
+        assert read_rows(spark_run / name).schema.remove_metadata() == read_rows(rust_run / name).schema.remove_metadata()
+        # who wrote each table: Spark's Delta writer, delta-rs
+        assert all("Apache-Spark" in c["engineInfo"] for c in history(dspark, spark_run / name))
+        assert not any("Apache-Spark" in (c["engineInfo"] or "") for c in history(dspark, rust_run / name))
+    kinds = collections.Counter(dict(row)["kind"] for row in spark_tables["late"].elements())
+    assert kinds["'late'"] > 0 and kinds["'invalid'"] > 0, kinds
+
+
+def test_a_late_table_written_by_delta_spark_reads_the_same_everywhere(spark_run):
+    import polars as pl
+
+    path = spark_run / "late"
+    base = read_rows(path)
+    assert base.num_rows > 0
+    columns = base.column_names
+    # polars
+    polars_rows = pl.read_delta(str(path)).to_arrow()
+    assert sorted(polars_rows.column_names) == sorted(columns)
+    assert comparable(polars_rows.select(columns).cast(base.schema)) == comparable(base)
+    # the eventtime late CLI, a process of its own
+    cli = Path(sys.executable).with_name("eventtime")
+    shown = subprocess.run([str(cli), "late", "show", "--table", str(path), "--format", "json", "--limit",
+                            str(base.num_rows + 10)], capture_output=True, text=True, check=True)
+    rows = json.loads(shown.stdout)
+
+    def jsonable(v):
+        return v.isoformat() if hasattr(v, "isoformat") else v
+
+    expected = collections.Counter(json.dumps({k: jsonable(v) for k, v in r.items()}, sort_keys=True)
+                                   for r in base.to_pylist())
+    got = collections.Counter(json.dumps(r, sort_keys=True) for r in rows)
+    assert got == expected
+    summary = subprocess.run([str(cli), "late", "summary", "--table", str(path), "--format", "json"],
+                             capture_output=True, text=True, check=True)
+    totals = json.loads(summary.stdout)
+    assert totals["total"] == base.num_rows
+    assert totals["by_reason"] == dict(collections.Counter(base.column("reason").to_pylist()))
+    assert totals["by_kind"] == dict(collections.Counter(base.column("kind").to_pylist()))
+
+
+def test_a_late_table_written_by_delta_rs_is_spark_sql_s(dspark, rust_run, tmp_path):
+    from eventtime.sinks import DeltaLateSink
+
+    path = tmp_path / "late"
+    shutil.copytree(rust_run / "late", path)
+    base = read_rows(path)
+    quoted = str(path).replace("`", "``")
+
+    def spark_rows() -> pa.Table:
+        return dspark.read.format("delta").load(str(path)).toArrow().select(base.column_names).cast(base.schema)
+
+    assert comparable(spark_rows()) == comparable(base)
+    writes = history(dspark, path)
+    assert [c["version"] for c in writes] == list(range(len(writes)))
+    assert len(writes) == len(set(base.column("batch_id").to_pylist()))  # one commit per batch with rows
+    assert {c["operation"] for c in writes} == {"WRITE"}
+    files_before = {f for f in path.rglob("*.parquet")}
+    assert len(files_before) == len(writes)
+    optimized = dspark.sql(f"OPTIMIZE delta.`{quoted}`").collect()[0]["metrics"]
+    assert optimized["numFilesRemoved"] == len(files_before) and optimized["numFilesAdded"] >= 1
+    key = "spark.databricks.delta.retentionDurationCheck.enabled"
+    previous = dspark.conf.get(key, "true")
+    dspark.conf.set(key, "false")
+    try:
+        dspark.sql(f"VACUUM delta.`{quoted}` RETAIN 0 HOURS").collect()
+    finally:
+        dspark.conf.set(key, previous)
+    files_after = {f for f in path.rglob("*.parquet")}
+    assert not files_after & files_before and len(files_after) == optimized["numFilesAdded"]
+    operations = [c["operation"] for c in history(dspark, path)]
+    assert operations[len(writes):] == ["OPTIMIZE", "VACUUM START", "VACUUM END"]
+    # rows unchanged, read by Spark and by delta-rs
+    assert comparable(spark_rows()) == comparable(base)
+    assert comparable(read_rows(path)) == comparable(base)
+    # the app transactions survive: the last batch again is skipped, by either writer
+    query_id = base.column("query_id")[0].as_py()
+    last = max(base.column("batch_id").to_pylist())
+    for engine in ("rust", "spark"):
+        sink = DeltaLateSink(str(path), pipeline=PIPELINE, engine=engine, spark=dspark if engine == "spark" else None)
+        assert sink.committed_version(query_id) == last
+        assert sink(records(2), last, query_id).skipped == "already_committed"
+    assert comparable(read_rows(path)) == comparable(base)
+
+
+def _run_job(input_dir: str, out: Path, fault: str | None, log: Path) -> int:
+    from eventtime.ops.faults import FAULT_ENV
+
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    env["PYSPARK_PYTHON"] = sys.executable
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if fault:
+        env[FAULT_ENV] = fault
+    with open(log, "w") as handle:
+        proc = subprocess.Popen([sys.executable, __file__, "job", input_dir, str(out)], env=env, stdout=handle,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            code = proc.wait(timeout=600)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # nothing of the run (its JVM) outlives it
+            except ProcessLookupError:
+                pass
+    return code
+
+
+def _committed_batches(out: Path) -> set[int]:
+    return {int(p.name) for p in (out / "checkpoint" / "commits").iterdir() if p.name.isdigit()}
+
+
+def test_sigkill_mid_stream_loses_and_duplicates_nothing(dspark, stream_input, spark_run, tmp_path):
+    from deltalake import DeltaTable
+
+    out = tmp_path / "crash"
+    # 1: killed right after both Delta commits of batch 2, before Spark commits the batch
+    code = _run_job(stream_input, out, "kill:after_write:2", tmp_path / "run1.log")
+    assert code == -signal.SIGKILL, (tmp_path / "run1.log").read_text()[-3000:]
+    assert 2 not in _committed_batches(out)
+    query_id = json.loads((out / "checkpoint" / "metadata").read_text())["id"]
+    for name in ("results", "late"):
+        app_id = f"eventtime/{name}/{PIPELINE}/{query_id}"
+        assert DeltaTable(str(out / name)).transaction_version(app_id) == 2, name
+    # 2: resumed (Spark runs batch 2 again: the sinks skip it), killed between the two tables of batch 4
+    code = _run_job(stream_input, out, "kill:between_writes:4", tmp_path / "run2.log")
+    assert code == -signal.SIGKILL, (tmp_path / "run2.log").read_text()[-3000:]
+    assert 4 not in _committed_batches(out)
+    # 3: resumed to the end
+    code = _run_job(stream_input, out, None, tmp_path / "run3.log")
+    text = (tmp_path / "run3.log").read_text()
+    assert code == 0, text[-3000:]
+    assert "writers: delta-spark delta-spark delta-spark" in text
+    assert json.loads((out / "checkpoint" / "metadata").read_text())["id"] == query_id
+    got, expected = all_tables(out), all_tables(spark_run)
+    for name in TABLES:
+        lost = expected[name] - got[name]
+        duplicated = got[name] - expected[name]
+        assert (sum(lost.values()), sum(duplicated.values())) == (0, 0), (name, lost, duplicated)
+        assert got[name] == expected[name]
+    # every commit of the killed runs is Spark's; the batch re-runs committed nothing again
+    for name in ("results", "late"):
+        commits = history(dspark, out / name)
+        assert all("Apache-Spark" in c["engineInfo"] for c in commits)
+        batches = [json.loads(c["userMetadata"])["eventtime.batch_id"] for c in commits]
+        assert len(batches) == len(set(batches)), (name, batches)
+
+
+def _refusal(excinfo, path) -> str:
+    text = str(excinfo.value)
+    assert repr(str(path)) in text, text
+    assert "path of its own" in text, text
+    return text
+
+
+def test_a_table_of_another_schema_is_refused_before_the_query_starts(dspark, stream_input, tmp_path):
+    from eventtime.sinks import DeltaLateSink, DeltaResultsSink
+
+    crm = tmp_path / "crm"
+    dspark.createDataFrame([("acme", 12.5)], "customer STRING, revenue DOUBLE").write.format("delta").save(str(crm))
+    for sink_class in (DeltaResultsSink, DeltaLateSink):
+        for engine in ("spark", "auto"):
+            with pytest.raises(ValueError) as excinfo:
+                sink_class(str(crm), pipeline=PIPELINE, engine=engine, spark=dspark)
+            text = _refusal(excinfo, crm)
+            assert "customer string, revenue double" in text and "lacks the column(s) pipeline" in text
+    # a table that appears at the path after the sink was made: refused by route(...)
+    out = tmp_path / "out"
+    late_path = out / "late"
+    router_sinks = dict(panes=DeltaResultsSink(str(out / "results"), pipeline=PIPELINE),
+                        late=DeltaLateSink(str(late_path), pipeline=PIPELINE))
+    dspark.createDataFrame([("acme", 12.5)], "customer STRING, revenue DOUBLE").write.format("delta").save(str(late_path))
+    import eventtime
+
+    events = dspark.readStream.schema("user_id STRING, ts LONG").json(stream_input).transform(
+        eventtime.with_event_time("ts", unit="ms", max_out_of_orderness="10 seconds"))
+    out_df = events.transform(eventtime.window_aggregate(
+        keys=["user_id"], window=eventtime.Tumbling("1 minute"), aggregations=[eventtime.count()]))
+    with pytest.raises(ValueError) as excinfo:
+        eventtime.route(out_df, **router_sinks, pipeline=PIPELINE)
+    assert "customer string, revenue double" in _refusal(excinfo, late_path)
+    assert not dspark.streams.active and not (out / "results").exists()
+    assert [c["operation"] for c in history(dspark, late_path)] == ["WRITE"]  # nothing written to it
+
+
+def test_a_late_sink_on_the_results_table_is_refused(dspark, spark_run, stream_input, tmp_path):
+    import eventtime
+    from eventtime.sinks import DeltaLateSink, DeltaResultsSink
+
+    results = spark_run / "results"
+    version = len(history(dspark, results))
+    with pytest.raises(ValueError) as excinfo:
+        DeltaLateSink(str(results), pipeline=PIPELINE, engine="spark", spark=dspark)
+    text = _refusal(excinfo, results)
+    assert "lacks the column(s) detected_at, detected_date, kind, reason" in text and "pane_index long" in text
+    # neither table exists yet: route refuses the two sinks on one path
+    shared = tmp_path / "shared"
+    events = dspark.readStream.schema("user_id STRING, ts LONG").json(stream_input).transform(
+        eventtime.with_event_time("ts", unit="ms", max_out_of_orderness="10 seconds"))
+    out_df = events.transform(eventtime.window_aggregate(
+        keys=["user_id"], window=eventtime.Tumbling("1 minute"), aggregations=[eventtime.count()]))
+    with pytest.raises(ValueError) as excinfo:
+        eventtime.route(out_df, panes=DeltaResultsSink(str(shared), pipeline=PIPELINE),
+                        late=DeltaLateSink(str(shared), pipeline=PIPELINE), pipeline=PIPELINE)
+    text = _refusal(excinfo, shared)
+    assert "DeltaLateSink and DeltaResultsSink both write" in text or "DeltaResultsSink and DeltaLateSink both write" in text
+    assert not shared.exists() and not dspark.streams.active
+    assert len(history(dspark, results)) == version
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "job":
+        _job(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit(f"usage: {sys.argv[0]} job INPUT_DIR OUTPUT_DIR")

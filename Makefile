@@ -14,7 +14,7 @@ DEMO_DIR ?= demo-output
 BENCH_ARGS ?= --rows 500000
 JAVA_SOURCES := $(wildcard eventtime/jvm/src/eventtime/jvm/*.java eventtime/jvm/spark-*/eventtime/jvm/*.java)
 
-.PHONY: demo test test-fast test-spark test-integration install jars wheel bench clean
+.PHONY: demo demo-kafka test test-fast test-spark test-integration install jars wheel bench clean
 
 $(VENV)/.installed: pyproject.toml constraints/spark-4.3.txt $(JAVA_SOURCES)
 	bash scripts/ensure-java.sh
@@ -52,6 +52,10 @@ CLASS_ARCHIVE_OPTS := -XX:SharedArchiveFile=$(abspath $(VENV))/spark-classes.jsa
 demo: $(VENV)/.installed
 	SPARK_SUBMIT_OPTS="$(SPARK_SUBMIT_OPTS) $(CLASS_ARCHIVE_OPTS)" $(VENV)/bin/eventtime demo --output $(DEMO_DIR)
 
+# The same demo read from a local Kafka broker it starts (a 4-partition topic): pyspark 4.2 only
+demo-kafka: $(VENV42)/.installed
+	$(VENV42)/bin/eventtime demo --source kafka --output demo-kafka
+
 # Not part of the two set-up commands: eventtime vs Spark's native windowed aggregation.
 bench: $(VENV)/.installed
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/bench_windowing.py $(BENCH_ARGS)
@@ -85,4 +89,4 @@ test-spark: $(VENV)/.installed
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q -n 2 --dist loadfile --no-loadscope-reorder -m spark --ignore=tests/integration
 
 clean:
-	rm -rf $(VENV) $(VENV42) $(DEMO_DIR) example-output .pytest_cache .hypothesis .flink dist build
+	rm -rf $(VENV) $(VENV42) $(DEMO_DIR) demo-kafka example-output .pytest_cache .hypothesis .flink dist build

@@ -13,10 +13,11 @@ a lagging partition's records are judged by its own progress; a partition silent
 checkpoint in ``OUTPUT/checkpoint``. It runs until the topic is drained (``availableNow``);
 run it again and it resumes from the checkpoint.
 
-Every late or invalid row carries the Kafka ``partition`` and ``offset`` of its record. A value
-that is not JSON (or has a field of the wrong type) is not dropped: ``from_json`` in PERMISSIVE
-mode puts the raw value in ``_corrupt_record`` and ``with_event_time`` quarantines the row as
-``malformed_record``, with its partition and offset.
+The topic is read with :func:`eventtime.sources.read_kafka_json`. Every late or invalid row
+carries the Kafka ``partition`` and ``offset`` of its record. A value that is not JSON (or has
+a field of the wrong type) is not dropped: ``from_json`` in PERMISSIVE mode puts the raw value
+in ``_corrupt_record`` and ``with_event_time`` quarantines the row as ``malformed_record``,
+with its partition and offset.
 
 Before the query starts, :func:`eventtime.sources.check_kafka_source` asks the broker for the
 topic: a broker that is down or a topic that does not exist fails at once, naming it.
@@ -37,53 +38,13 @@ from typing import Any, Callable, Optional, Sequence
 
 import eventtime
 from eventtime.sources import check_kafka_source
+from eventtime.sources.kafka_json import CORRUPT_RECORD, KAFKA_JSON_SCHEMA, read_kafka_json
 
 __all__ = ["SCHEMA", "read_kafka_json", "build_query", "run", "main"]
 
 #: The JSON value's fields, and Spark's corrupt-record column (the raw value of a bad record).
-SCHEMA = "user_id STRING, amount DOUBLE, ts BIGINT, _corrupt_record STRING"
-CORRUPT = "_corrupt_record"
-
-
-def read_kafka_json(spark, bootstrap_servers: str, topic: str, schema: str = SCHEMA,
-                    starting_offsets: str = "earliest", max_offsets_per_trigger: Optional[int] = None,
-                    check: bool = True):
-    """The topic as a streaming DataFrame: the value's JSON fields (``schema``, with a
-    ``_corrupt_record`` column for values that are not JSON), plus Kafka's ``topic``,
-    ``partition`` and ``offset``. ``check``: ask the broker for the topic first
-    (:func:`eventtime.sources.check_kafka_source`), so a missing broker or topic fails here.
-
-    >>> events = read_kafka_json(spark, "127.0.0.1:9092", "events")  # doctest: +SKIP
-    """
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    if check:
-        check_kafka_source(bootstrap_servers, topic)
-    struct = T._parse_datatype_string(schema) if isinstance(schema, str) else schema
-    if CORRUPT not in struct.fieldNames():
-        raise ValueError(f"schema must have a {CORRUPT} string column (malformed values go there), got {schema!r}")
-    reader = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap_servers)
-        .option("subscribe", topic)
-        .option("startingOffsets", starting_offsets)
-        .option("failOnDataLoss", "true")
-    )
-    if max_offsets_per_trigger is not None:
-        reader = reader.option("maxOffsetsPerTrigger", int(max_offsets_per_trigger))
-    raw = reader.load()
-    value = F.col("value").cast("string")
-    parsed = F.from_json(value, struct, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
-    return raw.select(
-        parsed.alias("v"), value.alias("__raw_value"), "topic", "partition", "offset"
-    ).select(
-        *[F.col(f"v.{name}").alias(name) for name in struct.fieldNames() if name != CORRUPT],
-        # a null value (tombstone) is malformed too: its raw text is the empty string
-        F.when(F.col("v").isNull() | F.col(f"v.{CORRUPT}").isNotNull(), F.coalesce(F.col(f"v.{CORRUPT}"), F.col("__raw_value"), F.lit("")))
-        .alias(CORRUPT),
-        "topic", "partition", "offset",
-    )
+SCHEMA = KAFKA_JSON_SCHEMA
+CORRUPT = CORRUPT_RECORD
 
 
 def build_query(spark, bootstrap_servers: str, topic: str, output: Optional[str] = None, *,

@@ -36,7 +36,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     try:
         report = run_demo(args.output, seed=args.seed, rows=args.rows, batches=args.batches, fresh_start=args.fresh_start,
-                          bounded_jobs=not args.streaming_only, watermark=args.watermark)
+                          bounded_jobs=not args.streaming_only, watermark=args.watermark, source=args.source)
         code = 0 if report.holds else 1
     except (DemoError, IncompatibleRestartError, ValueError, TypeError) as exc:
         print(f"eventtime demo: {exc}", file=sys.stderr)
@@ -92,6 +92,9 @@ def build_parser(hard_exit: bool = True) -> argparse.ArgumentParser:
                       help="discard the checkpoint and tables of an earlier run in --output and start over")
     demo.add_argument("--watermark", choices=("global", "per_partition"), default="global",
                       help="how the watermark moves: the global maximum (default) or per source partition")
+    demo.add_argument("--source", choices=("files", "kafka"), default="files",
+                      help="read the stream from JSON files (default) or from a local Kafka broker started for the "
+                           "run (a 4-partition topic; needs the pyspark 4.2 environment: `make demo-kafka`)")
     demo.add_argument("--streaming-only", action="store_true",
                       help="run only the streaming query, not the bounded session and calendar-day jobs after it")
     demo.set_defaults(func=_demo, hard_exit=hard_exit)

@@ -9,6 +9,18 @@ same events: sessions per user (``Session``, 15 s gap) into ``DIR/sessions`` and
 days in Europe/Berlin (``Calendar``) into ``DIR/days`` (``--streaming-only`` skips them).
 Running it again on the same ``DIR`` resumes from the checkpoint; once finished it is a
 no-op that prints the summary.
+
+``--source kafka`` (pyspark 4.2 only: Maven Central serves Spark's Kafka source up to 4.2.0)
+starts a throwaway local Kafka broker (:class:`eventtime.sources.LocalKafka`), creates the
+topic ``eventtime-demo`` with 4 partitions, and produces the same micro-batches to it, each
+record to the partition it names (its offset there is the one it carries); after each
+produced batch the query runs with ``trigger={"availableNow": True}`` on one checkpoint (plus
+one ``once`` run in per-partition mode, which takes the watermark's tick batch), so it reads
+the same rows per micro-batch as the file source does and writes the same panes and late
+records. The late table carries each record's Kafka partition and offset. The bounded jobs
+read the topic too (one bounded read); the broker is stopped at the end, also on failure or
+Ctrl-C. The broker and its topic die with the run, so a Kafka run never resumes: it starts
+over (discarding its own earlier checkpoint and tables in ``DIR``).
 """
 
 from __future__ import annotations
@@ -28,13 +40,24 @@ from ..core.kinds import LATE_RECORD, RECORD_KINDS
 from ..core.window import Calendar, Session, Tumbling
 from .demo_data import DEMO_SCHEMA_DDL, DemoStream, write_stream
 
-__all__ = ["run_demo", "DemoError", "demo_pipeline"]
+__all__ = ["run_demo", "DemoError", "demo_pipeline", "kafka_demo_source", "produce_batch", "KAFKA_TOPIC",
+           "KAFKA_PARTITIONS", "SOURCES"]
 
 log = logging.getLogger(__name__)
 
 PIPELINE = "demo"
 KEYS = ["user_id"]
 MANIFEST = "demo-input.json"
+#: Which source wrote ``DIR/checkpoint`` (``files`` when absent: runs before ``--source``).
+SOURCE_MARKER = "demo-source"
+SOURCES = ("files", "kafka")
+KAFKA_TOPIC = "eventtime-demo"
+KAFKA_PARTITIONS = 4
+#: Every record the Kafka demo produced, as the broker acknowledged it (JSON lines in ``DIR``).
+KAFKA_PRODUCED = "kafka-produced.jsonl"
+#: The JSON value of a demo record in Kafka: the row without ``partition`` and ``offset`` (Kafka
+#: has them), and the corrupt-record column of ``from_json`` (PERMISSIVE).
+KAFKA_VALUE_SCHEMA = "user_id STRING, amount DOUBLE, ts STRING, heartbeat BOOLEAN, _corrupt_record STRING"
 
 
 class DemoError(RuntimeError):
@@ -109,11 +132,50 @@ def _routed(source, config: EngineConfig, window, tables: str, pipeline: str, al
     )
 
 
-def demo_pipeline(spark, stream: DemoStream, directory: str, alerter=None, watermark: str = "global"):
-    """Build the demo's streaming query (not started): source → quarantine → windows → router."""
+def kafka_demo_source(spark, bootstrap_servers: str, topic: str = KAFKA_TOPIC, streaming: bool = True,
+                      max_offsets_per_trigger: Optional[int] = None):
+    """The demo topic as the file source's rows: ``user_id, amount, ts, partition, offset,
+    heartbeat`` (Kafka's partition and offset) plus ``_corrupt_record`` (null unless a value
+    is not a demo JSON object: such a record is quarantined as ``malformed_record``)."""
+    from ..sources import CORRUPT_RECORD, read_kafka_json
+
+    events = read_kafka_json(spark, bootstrap_servers, topic, KAFKA_VALUE_SCHEMA, check=False, streaming=streaming,
+                             max_offsets_per_trigger=max_offsets_per_trigger)
+    return events.select("user_id", "amount", "ts", "partition", "offset", "heartbeat", CORRUPT_RECORD)
+
+
+def demo_pipeline(spark, stream: DemoStream, directory: str, alerter=None, watermark: str = "global",
+                  bootstrap_servers: Optional[str] = None):
+    """Build the demo's streaming query (not started): source → quarantine → windows → router.
+    The source is ``DIR/input`` (one file per micro-batch), or with ``bootstrap_servers`` the
+    demo topic on that Kafka broker."""
     config = _config(stream)
-    source = spark.readStream.schema(DEMO_SCHEMA_DDL).option("maxFilesPerTrigger", 1).json(os.path.join(directory, "input"))
+    if bootstrap_servers is None:
+        source = spark.readStream.schema(DEMO_SCHEMA_DDL).option("maxFilesPerTrigger", 1).json(os.path.join(directory, "input"))
+    else:
+        source = kafka_demo_source(spark, bootstrap_servers)
     return _routed(source, config, config.window, directory, PIPELINE, alerter, watermark)
+
+
+def produce_batch(kafka, rows: list, topic: str = KAFKA_TOPIC) -> list:
+    """Produce one demo micro-batch to ``topic``, each row to the partition it names (its
+    value: the row's JSON without partition and offset, which Kafka gives; its key: the user
+    id); returns each row's ``(partition, offset)``, in ``rows``' order. The rows go out in
+    offset order (a batch's rows are shuffled across partitions; a partition is a log), so a
+    data row lands at the offset it carries (the topic holds nothing else), else :class:`DemoError`."""
+    order = sorted(range(len(rows)), key=lambda i: (rows[i]["offset"] is None, rows[i]["offset"] or 0))
+    values = []
+    for row in (rows[i] for i in order):
+        value = {name: row[name] for name in ("user_id", "amount", "ts", "heartbeat")}
+        values.append((row["user_id"], json.dumps(value, sort_keys=True), int(row["partition"])))
+    sent: list = [None] * len(rows)
+    for i, where in zip(order, kafka.produce(topic, values)):
+        sent[i] = where
+    for row, (partition, offset) in zip(rows, sent):
+        if partition != row["partition"] or (row["offset"] is not None and offset != row["offset"]):
+            raise DemoError(f"a demo record produced to partition {row['partition']} as offset {row['offset']} landed at "
+                            f"partition {partition}, offset {offset}: is something else writing to topic {topic!r}?")
+    return sent
 
 
 def _late_by_partition(stream: DemoStream, directory: str, watermark: str) -> dict:
@@ -133,6 +195,27 @@ def _late_by_partition(stream: DemoStream, directory: str, watermark: str) -> di
     return late
 
 
+def _progress_line(progress: dict, where: str) -> str:
+    """One micro-batch's line: its id, ``where`` (which input), rows, panes, late and invalid
+    records (the router's observed metrics), the watermark and how long it took."""
+    metrics = progress["observedMetrics"].get(f"eventtime_{PIPELINE}") if progress["observedMetrics"] else None
+    metrics = metrics.asDict() if metrics is not None else {}
+    return (
+        f"  batch {progress['batchId']:>3}  {where}  rows {progress['numInputRows']:>6}  "
+        f"panes {metrics.get('panes', 0):>5}  late {metrics.get('late', 0):>4}  "
+        f"invalid {metrics.get('invalid', 0):>3}  watermark {progress['eventTime'].get('watermark', '-') if progress['eventTime'] else '-'}  "
+        f"({progress['batchDuration'] / 1000:.1f} s)"
+    )
+
+
+def _raise_if_failed(query) -> None:
+    if query.exception() is not None:
+        from ..spark.errors import describe_failure
+
+        failure = describe_failure(query.exception())
+        raise DemoError(f"the streaming query failed: {failure}") from failure
+
+
 def _run_query(router, checkpoint: str, files: int, say: Callable[[str], None], timeout_s: float) -> int:
     """Run until every input file is processed and the no-data batch after the last has run."""
     from ..spark.replay import file_source_offset
@@ -144,26 +227,15 @@ def _run_query(router, checkpoint: str, files: int, say: Callable[[str], None], 
     batches = 0
     try:
         while True:
-            if query.exception() is not None:
-                from ..spark.errors import describe_failure
-
-                failure = describe_failure(query.exception())
-                raise DemoError(f"the streaming query failed: {failure}") from failure
+            _raise_if_failed(query)
             for progress in query.recentProgress:
                 batch_id = progress["batchId"]
                 if batch_id in printed:
                     continue
                 printed.add(batch_id)
                 batches += 1
-                metrics = progress["observedMetrics"].get(f"eventtime_{PIPELINE}") if progress["observedMetrics"] else None
-                metrics = metrics.asDict() if metrics is not None else {}
                 file_no = file_source_offset(progress) + 1
-                say(
-                    f"  batch {batch_id:>3}  file {min(file_no, files):>3}/{files}  rows {progress['numInputRows']:>6}  "
-                    f"panes {metrics.get('panes', 0):>5}  late {metrics.get('late', 0):>4}  "
-                    f"invalid {metrics.get('invalid', 0):>3}  watermark {progress['eventTime'].get('watermark', '-') if progress['eventTime'] else '-'}  "
-                    f"({progress['batchDuration'] / 1000:.1f} s)"
-                )
+                say(_progress_line(progress, f"file {min(file_no, files):>3}/{files}"))
             progress = query.lastProgress
             offset = file_source_offset(progress)
             status = query.status
@@ -181,6 +253,84 @@ def _run_query(router, checkpoint: str, files: int, say: Callable[[str], None], 
     return batches
 
 
+def _run_kafka_query(make_router: Callable[[], Any], kafka, stream: DemoStream, checkpoint: str, watermark: str,
+                     say: Callable[[str], None], timeout_s: float, produced_log: str) -> tuple[int, int]:
+    """Produce the demo's micro-batches to Kafka one by one; after each, run the query on
+    ``checkpoint`` until it has read everything produced (``availableNow``: the data batch,
+    and Spark's no-data batch when its watermark moved; per-partition watermarks take one
+    more ``once`` run for the tick batch that fires and purges by the new watermark), a line
+    per micro-batch. So each micro-batch reads exactly one demo batch, as the file source's
+    ``maxFilesPerTrigger=1`` does. Every record as the broker acknowledged it goes to
+    ``produced_log`` (JSON lines: ``batch``, ``partition``, ``offset``, ``key``, ``value``).
+    Returns (micro-batches run, records produced)."""
+    deadline = time.monotonic() + timeout_s
+    micro_batches = list(stream.micro_batches())
+    triggers = ({"availableNow": True}, {"once": True}) if watermark == "per_partition" else ({"availableNow": True},)
+    ran = produced = 0
+    log_file = open(produced_log, "w", encoding="utf-8")
+    try:
+        for i, rows in enumerate(micro_batches):
+            for row, (partition, offset) in zip(rows, produce_batch(kafka, rows)):
+                value = {name: row[name] for name in ("user_id", "amount", "ts", "heartbeat")}
+                log_file.write(json.dumps({"batch": i, "partition": partition, "offset": offset, "key": row["user_id"],
+                                           "value": value}, sort_keys=True) + "\n")
+            log_file.flush()
+            produced += len(rows)
+            ran += _read_produced(make_router, checkpoint, triggers, f"kafka {i + 1:>3}/{len(micro_batches)}",
+                                  say, deadline, timeout_s)
+    finally:
+        log_file.close()
+    return ran, produced
+
+
+def _read_produced(make_router: Callable[[], Any], checkpoint: str, triggers: tuple, where: str,
+                   say: Callable[[str], None], deadline: float, timeout_s: float) -> int:
+    """Run the query once per trigger until it stops; returns the micro-batches it ran."""
+    ran = 0
+    for trigger in triggers:
+        query = make_router().start(checkpoint=checkpoint, trigger=trigger)
+        try:
+            try:
+                done = query.awaitTermination(max(1.0, deadline - time.monotonic()))
+            except Exception:  # the query failed: its exception says why
+                done = True
+            _raise_if_failed(query)
+            if not done:
+                raise DemoError(f"the demo did not finish within {timeout_s:.0f} s")
+            for progress in query.recentProgress:
+                ran += 1
+                say(_progress_line(progress, where))
+        finally:
+            query.stop()
+    return ran
+
+
+def _source_marker(directory: str) -> Optional[str]:
+    """The source of the checkpoint in ``directory``: ``files`` for one written before the
+    marker existed, None without a checkpoint."""
+    path = os.path.join(directory, SOURCE_MARKER)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+    return "files" if os.path.exists(os.path.join(directory, "checkpoint", "metadata")) else None
+
+
+def _check_kafka_available() -> None:
+    """Refuse ``--source kafka`` at once, before a broker starts, when this pyspark has no
+    Kafka source or the broker jars (or java) are missing."""
+    import pyspark
+
+    from ..sources import KafkaUnavailableError, broker_jars
+    from ..spark.connectors import ConnectorUnavailableError, require_connector_jars
+
+    try:
+        require_connector_jars("kafka", pyspark.__version__)
+        broker_jars()
+    except (ConnectorUnavailableError, KafkaUnavailableError) as exc:
+        raise DemoError(f"--source kafka is not available here: {exc}. "
+                        "(--source files, the default, runs with any pyspark.)") from None
+
+
 #: The bounded jobs after the streaming query: (table folder, window, what it shows).
 BOUNDED_JOBS = (
     ("sessions", Session("15 seconds"), "sessions per user_id (a new session after 15 s without events)"),
@@ -188,15 +338,20 @@ BOUNDED_JOBS = (
 )
 
 
-def bounded_job(spark, stream: DemoStream, directory: str, name: str, window) -> Any:
-    """One of the demo's bounded jobs: every input file as one batch, run to the end of input,
-    panes into ``DIR/<name>/results``, late and invalid records into ``DIR/<name>/late``."""
-    source = spark.read.schema(DEMO_SCHEMA_DDL).json(os.path.join(directory, "input"))
+def bounded_job(spark, stream: DemoStream, directory: str, name: str, window, bootstrap_servers: Optional[str] = None) -> Any:
+    """One of the demo's bounded jobs: every input file (or with ``bootstrap_servers`` the
+    whole demo topic) as one batch, run to the end of input, panes into
+    ``DIR/<name>/results``, late and invalid records into ``DIR/<name>/late``."""
+    if bootstrap_servers is None:
+        source = spark.read.schema(DEMO_SCHEMA_DDL).json(os.path.join(directory, "input"))
+    else:
+        source = kafka_demo_source(spark, bootstrap_servers, streaming=False)
     router = _routed(source, _config(stream), window, os.path.join(directory, name), f"{PIPELINE}-{name}")
     return router.start(end_of_input=True)
 
 
-def _run_bounded_jobs(spark, stream: DemoStream, directory: str, say: Callable[[str], None]) -> None:
+def _run_bounded_jobs(spark, stream: DemoStream, directory: str, say: Callable[[str], None],
+                      bootstrap_servers: Optional[str] = None) -> None:
     import pandas as pd
 
     from ..sinks import latest_panes
@@ -208,7 +363,7 @@ def _run_bounded_jobs(spark, stream: DemoStream, directory: str, say: Callable[[
             say("  (written by an earlier run)")
         else:
             started = time.monotonic()
-            stats = bounded_job(spark, stream, directory, name, window)
+            stats = bounded_job(spark, stream, directory, name, window, bootstrap_servers)
             say(f"  one bounded batch in {time.monotonic() - started:.1f} s: {stats.rows_in} rows, "
                 f"{stats.panes} panes, {stats.invalid} invalid")
         panes = latest_panes(results)
@@ -247,6 +402,7 @@ def run_demo(
     fresh_start: bool = False,
     bounded_jobs: bool = True,
     watermark: str = "global",
+    source: str = "files",
 ) -> ConservationReport:
     """Run the demo into ``output``; returns the conservation report (it must hold).
 
@@ -256,6 +412,9 @@ def run_demo(
     ``bounded_jobs`` runs the session and calendar jobs after the streaming query.
     ``watermark="per_partition"`` runs the query with per-partition watermarks; the summary
     then says how many records of the lagging partition it kept from being late.
+    ``source="kafka"`` reads the stream from a local Kafka broker started for the run (see
+    the module's docstring); it always starts over, and is refused at once (:class:`DemoError`)
+    where Spark's Kafka source or the broker is not available (pyspark 4.3).
     """
     import shutil
 
@@ -266,6 +425,12 @@ def run_demo(
     from ..spark import local_session
     from .late import main as late_main
 
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {list(SOURCES)}, got {source!r}")
+    from_kafka = source == "kafka"
+    if from_kafka:
+        _check_kafka_available()  # before anything is written or started
+
     def say(line: str) -> None:
         out.write(line + "\n")
         out.flush()
@@ -273,11 +438,22 @@ def run_demo(
     stream = DemoStream(seed=seed, rows=rows, batches=batches)
     output = os.path.abspath(output)
     os.makedirs(output, exist_ok=True)
-    say(f"eventtime demo: {stream.rows} rows in {stream.batches} micro-batches, seed {seed}, output {output}")
+    say(f"eventtime demo: {stream.rows} rows in {stream.batches} micro-batches, seed {seed}, output {output}"
+        + (", from Kafka" if from_kafka else ""))
     data_rows = _prepare_input(stream, output)
     checkpoint = os.path.join(output, "checkpoint")
+    previous = _source_marker(output)
+    if from_kafka and previous == "kafka" and not fresh_start:
+        # its topic died with its broker: a Kafka run cannot resume, it starts over
+        fresh_start = True
+        say("  an earlier Kafka run's broker is gone, so this one starts over")
+    elif previous is not None and previous != source and not fresh_start:
+        raise DemoError(f"--output {output!r} holds the checkpoint of a --source {previous} run, which a --source "
+                        f"{source} run cannot resume; add --fresh-start to discard it (and its tables), or use "
+                        "another --output directory")
     if fresh_start:
-        for name in ("checkpoint", "results", "late", "delays", "late.png", "delays.png", *(job[0] for job in BOUNDED_JOBS)):
+        for name in ("checkpoint", "results", "late", "delays", "late.png", "delays.png", SOURCE_MARKER, KAFKA_PRODUCED,
+                     *(job[0] for job in BOUNDED_JOBS)):
             path = os.path.join(output, name)
             if os.path.isdir(path):
                 shutil.rmtree(path)
@@ -292,27 +468,68 @@ def run_demo(
         f"{watermark.replace('_', '-')} watermark; alerts to {'Sentry' if alerter.enabled else 'the log'}"
     )
     say(f"  {'resuming from' if resumed else 'checkpoint'} {checkpoint}")
-    spark = local_session(app_name="eventtime-demo")
-    router = demo_pipeline(spark, stream, output, alerter=alerter, watermark=watermark)
-    files = len([f for f in os.listdir(os.path.join(output, "input")) if f.endswith(".json")])
-    started = time.monotonic()
+    kafka = None
+    bootstrap = None
     try:
-        ran = _run_query(router, checkpoint, files, say, timeout_s)
-    except CheckpointMissingError as exc:
-        raise DemoError(f"{exc} (demo: add --fresh-start to discard the old tables and start over)") from exc
-    except Exception as exc:
-        from ..spark.errors import QueryFailedError
+        if from_kafka:
+            from ..sources import KafkaUnavailableError, LocalKafka
 
-        failure = exc.__cause__ if isinstance(exc, DemoError) and exc.__cause__ else exc
-        # route sends pipeline_failed itself when its query fails: one event per failure
-        reported = isinstance(failure, QueryFailedError) and router.wait_failure_reported(alerter.send_timeout_s + 10)
-        if not reported:
-            alerter.on_failure(failure, checkpoint=checkpoint)
-        raise
+            kafka = LocalKafka()
+            try:
+                kafka.start()
+                kafka.create_topic(KAFKA_TOPIC, KAFKA_PARTITIONS)
+            except KafkaUnavailableError as exc:
+                raise DemoError(f"the local Kafka broker did not start: {exc}") from exc
+            bootstrap = kafka.bootstrap_servers
+            say(f"  local Kafka broker at {bootstrap}: topic {KAFKA_TOPIC} with {KAFKA_PARTITIONS} partitions; each "
+                "micro-batch is produced, then read by an availableNow run of the query")
+        spark = local_session(app_name="eventtime-demo", kafka=from_kafka)
+        with open(os.path.join(output, SOURCE_MARKER), "w", encoding="utf-8") as handle:
+            handle.write(source + "\n")
+        started = time.monotonic()
+        router = None  # the file source's one router (the Kafka runs build one per run)
+        try:
+            if from_kafka:
+                ran, produced = _run_kafka_query(
+                    lambda: demo_pipeline(spark, stream, output, alerter=alerter, watermark=watermark,
+                                          bootstrap_servers=bootstrap),
+                    kafka, stream, checkpoint, watermark, say, timeout_s, os.path.join(output, KAFKA_PRODUCED))
+                say(f"  {produced} records produced to {KAFKA_TOPIC} (data, bogus timestamps, heartbeats)")
+            else:
+                router = demo_pipeline(spark, stream, output, alerter=alerter, watermark=watermark)
+                files = len([f for f in os.listdir(os.path.join(output, "input")) if f.endswith(".json")])
+                ran = _run_query(router, checkpoint, files, say, timeout_s)
+        except CheckpointMissingError as exc:
+            raise DemoError(f"{exc} (demo: add --fresh-start to discard the old tables and start over)") from exc
+        except Exception as exc:
+            from ..spark.errors import QueryFailedError
+
+            failure = exc.__cause__ if isinstance(exc, DemoError) and exc.__cause__ else exc
+            # route sends pipeline_failed itself when its query fails: one event per failure
+            reported = (isinstance(failure, QueryFailedError) and router is not None
+                        and router.wait_failure_reported(alerter.send_timeout_s + 10))
+            if not reported:
+                alerter.on_failure(failure, checkpoint=checkpoint)
+            raise
+        finally:
+            alerter.close()
+        say(f"  {ran} micro-batch(es) run in {time.monotonic() - started:.1f} s" + ("" if ran else " (already complete)"))
+        report = _summary(stream, output, data_rows, watermark, say, late_main, pd)
+        if bounded_jobs:
+            _run_bounded_jobs(spark, stream, output, say, bootstrap)
     finally:
-        alerter.close()
-    say(f"  {ran} micro-batch(es) run in {time.monotonic() - started:.1f} s" + ("" if ran else " (already complete)"))
+        if kafka is not None:
+            kafka.stop()
+    if from_kafka:
+        say(f"\nread from Kafka topic {KAFKA_TOPIC} ({KAFKA_PARTITIONS} partitions) at {bootstrap}; the broker is stopped")
+    log.debug("demo report %s", asdict(report))
+    return report
 
+
+def _summary(stream: DemoStream, output: str, data_rows: int, watermark: str, say: Callable[[str], None],
+             late_main: Callable, pd: Any) -> ConservationReport:
+    """The summary of the streaming query's tables: panes, late and invalid records by reason,
+    the conservation check, the late-data summary, plot and advice."""
     panes = _read_delta(os.path.join(output, "results"))
     late = _read_delta(os.path.join(output, "late"))
     panes = panes if panes is not None else pd.DataFrame(columns=["user_id", "window_start", "pane_index", "pane_timing", "count"])
@@ -346,7 +563,4 @@ def run_demo(
                        "--plot", os.path.join(output, "delays.png")], hard_exit=False)
     say(f"\nresults table: {os.path.join(output, 'results')}\nlate-data table: {late_path}")
     say(f"query them: eventtime late show --table {late_path} --reason too_late --limit 10")
-    if bounded_jobs:
-        _run_bounded_jobs(spark, stream, output, say)
-    log.debug("demo report %s", asdict(report))
     return report

@@ -3,7 +3,9 @@
 Several source partitions with out-of-order events, records late within and beyond the
 allowed lateness, one partition lagging behind the others, a few bogus timestamps (0, 1970,
 seconds-for-milliseconds, far future, null, unparseable) and a closing heartbeat that
-lets every window fire. The same seed gives the same files, byte for byte.
+lets every window fire. Each record carries its source ``partition`` and its ``offset`` there
+(from 0, as Kafka numbers them; heartbeats have none). The same seed gives the same files,
+byte for byte.
 """
 
 from __future__ import annotations
@@ -93,13 +95,16 @@ class DemoStream:
         ]
 
     def _row(self, rng: random.Random, partition: int, offsets: list, ts: object) -> dict:
+        # offsets count from 0 in each partition, as Kafka's do: produced in offset order to an
+        # empty topic (``eventtime demo --source kafka``), a record gets the offset it carries here
+        offset = offsets[partition]
         offsets[partition] += 1
         return {
             "user_id": f"user-{rng.randrange(self.keys):04d}",
             "amount": round(rng.uniform(1, 500), 2),
             "ts": ts,
             "partition": partition,
-            "offset": offsets[partition],
+            "offset": offset,
             "heartbeat": False,
         }
 

@@ -59,6 +59,16 @@ def broker_jars() -> Path:
     return folder
 
 
+def _cluster_id() -> str:
+    """A random KRaft cluster id (a UUID in URL-safe base64), not starting with ``-``: the
+    storage tool would take ``-t -abc...`` for an option (Kafka's ``Uuid.randomUuid`` avoids
+    a leading dash for the same reason)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def _bytes(value: _Bytes) -> Optional[bytes]:
     return value.encode("utf-8") if isinstance(value, str) else value
 
@@ -149,7 +159,7 @@ class LocalKafka:
             config = os.path.join(self.dir, "server.properties")
             with open(config, "w", encoding="utf-8") as handle:
                 handle.write(self._properties())
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+            cluster_id = _cluster_id()
             formatted = subprocess.run(
                 self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", config, "--standalone"),
                 capture_output=True, text=True, timeout=self.start_timeout_s)

@@ -182,7 +182,7 @@ def check_engine_version(spark, jar: Optional[str] = None) -> None:
             f"eventtime's engine jar {jar} was built for Spark {built or 'an unknown version'}, but this session "
             f"runs Spark {running}; use the jar built for Spark {_minor(running)} (pip install the eventtime wheel "
             f"into the environment whose pyspark is {_minor(running)}.x, or rebuild with "
-            f"`python -m eventtime.spark.jvm` there)"
+            f"`python -c 'import eventtime; print(eventtime.engine_jar())'` there)"
         )
 
 

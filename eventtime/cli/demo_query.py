@@ -65,6 +65,15 @@ def produce_batch(kafka, rows: list, topic: str = KAFKA_TOPIC) -> list:
     return sent
 
 
+def _watermark_text(progress: dict) -> str:
+    """The batch's watermark for a person: ``none`` before any valid event moved it (Spark
+    reports the epoch, 1970-01-01T00:00:00.000Z, there; docs/semantics.md: no watermark yet)."""
+    watermark = (progress.get("eventTime") or {}).get("watermark")
+    if not watermark or watermark.startswith("1970-01-01T00:00:00.000"):
+        return "none"
+    return watermark
+
+
 def _progress_line(progress: dict, where: str) -> str:
     """One micro-batch's line: its id, ``where`` (which input), rows, panes, late and invalid
     records (the router's observed metrics), the watermark and how long it took."""
@@ -73,7 +82,7 @@ def _progress_line(progress: dict, where: str) -> str:
     return (
         f"  batch {progress['batchId']:>3}  {where}  rows {progress['numInputRows']:>6}  "
         f"panes {metrics.get('panes', 0):>5}  late {metrics.get('late', 0):>4}  "
-        f"invalid {metrics.get('invalid', 0):>3}  watermark {progress['eventTime'].get('watermark', '-') if progress['eventTime'] else '-'}  "
+        f"invalid {metrics.get('invalid', 0):>3}  watermark {_watermark_text(progress)}  "
         f"({progress['batchDuration'] / 1000:.1f} s)"
     )
 

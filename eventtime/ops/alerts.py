@@ -179,8 +179,10 @@ class Alerter:
         clock: Callable[[], float] = time.monotonic,
         client_options: Mapping[str, Any] | None = None,
     ) -> None:
+        dsn_name = "dsn"
         if dsn is None:
             dsn = os.environ.get("SENTRY_DSN") or None
+            dsn_name = "the environment variable SENTRY_DSN"
         if dsn is not None and not isinstance(dsn, str):
             raise TypeError(f"dsn must be a str or None, got {type(dsn).__name__}")
         if not isinstance(pipeline, str):
@@ -226,8 +228,14 @@ class Alerter:
         self._cooldowns = Cooldowns(self.cooldown_s)
         self._failures: dict[tuple[str | None, str], tuple[str | None, float]] = {}
         self.dsn = dsn
-        self._client = None if dsn is None else SentryClient(
-            dsn, pipeline, environment, self.send_timeout_s, dict(client_options or {}))
+        try:
+            self._client = None if dsn is None else SentryClient(
+                dsn, pipeline, environment, self.send_timeout_s, dict(client_options or {}))
+        except ValueError as exc:
+            if dsn_name == "dsn":
+                raise
+            raise ValueError(f"{dsn_name} is not a valid Sentry DSN ({dsn!r}): {str(exc).split(': ', 1)[-1]}; "
+                             "set it to https://KEY@HOST/PROJECT, or unset it to log alerts only") from None
 
     @property
     def enabled(self) -> bool:

@@ -135,7 +135,7 @@ class LateFilter:
         time_column: str = "event_time",
         reason: str | Sequence[str] | None = None,
         kind: str | Sequence[str] | None = None,
-        partition: str | Sequence[str] | None = None,
+        partition: str | int | Sequence[str | int] | None = None,
         key: str | None = None,
         pipeline: str | None = None,
     ) -> None:
@@ -153,6 +153,12 @@ class LateFilter:
         if unknown:
             raise ValueError(f"reason {unknown[0]!r} is not a reason eventtime writes; valid: {', '.join((TOO_LATE, *INVALID_REASONS))}")
         self.kinds = _as_list("kind", kind)
+        # a source partition is written as text (Kafka's and a file source's INT column alike):
+        # an int filter means the same partition
+        if isinstance(partition, int) and not isinstance(partition, bool):
+            partition = str(partition)
+        elif isinstance(partition, (list, tuple)):
+            partition = [str(p) if isinstance(p, int) and not isinstance(p, bool) else p for p in partition]
         self.partitions = _as_list("partition", partition)
         if key is not None and not isinstance(key, str):
             raise TypeError(f"key must be a string, got {type(key).__name__}")

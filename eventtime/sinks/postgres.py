@@ -93,6 +93,11 @@ def _name(value: Any, parameter: str) -> str:
     return value
 
 
+def _quoted(name: str) -> str:
+    """``name`` as a PostgreSQL quoted identifier (what ``psycopg.sql.Identifier`` writes)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 class PostgresSink(BatchSink):
     """Upsert window panes into PostgreSQL, exactly once per ``(query_id, batch_id)``.
 
@@ -239,10 +244,12 @@ class PostgresSink(BatchSink):
     def explain(self, exc: BaseException) -> str:
         import psycopg
 
-        unique = ", ".join((*self._keys, "window_start", "window_end"))
         if isinstance(exc, psycopg.errors.InvalidColumnReference) and "ON CONFLICT" in str(exc):
+            # quoted, so that the statement runs as printed for any key name (e.g. "user", a reserved word)
+            unique = ", ".join(_quoted(c) for c in (*self._keys, "window_start", "window_end"))
+            table = ".".join(_quoted(part) for part in self.table.split("."))
             return (f"the existing table {self.table} needs a unique constraint on ({unique}) for the upsert, e.g. "
-                    f"ALTER TABLE {self.table} ADD UNIQUE NULLS NOT DISTINCT ({unique})")
+                    f"ALTER TABLE {table} ADD UNIQUE NULLS NOT DISTINCT ({unique})")
         if isinstance(exc, psycopg.errors.UndefinedColumn):
             return f"the existing table {self.table} lacks a column of the panes; the sink writes {self._columns}"
         return ""

@@ -193,6 +193,17 @@ def test_no_dsn_logs_only(caplog, monkeypatch):
     assert any("3 late record(s)" in r.getMessage() and "quiet" in r.getMessage() for r in caplog.records)
 
 
+def test_a_malformed_sentry_dsn_in_the_environment_is_named(monkeypatch):
+    monkeypatch.setenv("SENTRY_DSN", "not a dsn")
+    with pytest.raises(ValueError) as info:
+        Alerter(pipeline="env")
+    message = str(info.value)
+    assert message.startswith("the environment variable SENTRY_DSN is not a valid Sentry DSN ('not a dsn')"), message
+    assert "unset it to log alerts only" in message
+    with pytest.raises(ValueError, match=r"^dsn is not a valid Sentry DSN \('also not'\)"):
+        Alerter(dsn="also not", pipeline="param")
+
+
 def test_dsn_from_environment(receiver, monkeypatch):
     monkeypatch.setenv("SENTRY_DSN", receiver.dsn)
     alerter = Alerter(pipeline="env", client_options=NO_PROXY)

@@ -89,6 +89,16 @@ def test_filter_reason_kind_partition(late_table):
     assert read_late(late_table, pipeline="other").num_rows == 0
 
 
+def test_partition_filter_takes_the_source_column_s_int(late_table):
+    """The source's partition column is an INT (Kafka's, a file's): filtering by that int selects
+    the same rows as by its text, alone or in a list."""
+    assert offsets(read_late(late_table, partition=1)) == offsets(read_late(late_table, partition="1")) == [2, 3, 4]
+    assert offsets(read_late(late_table, partition=[0, "1"])) == offsets(read_late(late_table, partition=["0", "1"]))
+    assert len(read_late_pandas(late_table, partition=0)) == len(read_late_pandas(late_table, partition="0")) > 0
+    with pytest.raises(TypeError, match="partition"):
+        read_late(late_table, partition=True)
+
+
 def test_filter_key_forms(late_table):
     assert offsets(read_late(late_table, key='{"n": 1, "user": "a"}')) == [0, 1, 5, 6]  # JSON object
     assert offsets(read_late(late_table, key="user=b")) == [2, 4]  # col=value

@@ -50,6 +50,7 @@ import datetime as _dt
 import logging
 import numbers
 import os
+import sys
 import time
 from typing import Any, Callable, Literal, Mapping, Sequence
 
@@ -195,7 +196,7 @@ def _not_transient(exc: BaseException) -> bool:
 
     if isinstance(exc, SchemaMismatchError):
         return True
-    if "pyspark" in __import__("sys").modules:
+    if "pyspark" in sys.modules:
         from pyspark.errors import AnalysisException
 
         return isinstance(exc, AnalysisException)

@@ -33,6 +33,7 @@ __all__ = [
     "connector_jars",
     "jars_home",
     "resolve",
+    "spark_minor",
 ]
 
 # Apache Kafka's own broker (KRaft), for local runs and tests: kafka.Kafka from these jars
@@ -58,8 +59,10 @@ class ConnectorUnavailableError(RuntimeError):
     """A Spark connector (Kafka source, Delta Lake) is not available for this Spark version."""
 
 
-def _minor(version: str) -> str:
+def spark_minor(version: str) -> str:
+    """``"4.2.0"`` -> ``"4.2"``."""
     return ".".join(version.split(".")[:2])
+
 
 
 def connector_coordinates(name: str, spark_version: str) -> str:
@@ -67,14 +70,14 @@ def connector_coordinates(name: str, spark_version: str) -> str:
     if name not in CONNECTORS:
         raise ValueError(f"connector must be one of {sorted(CONNECTORS)}, got {name!r}")
     by_minor = CONNECTORS[name]
-    if _minor(spark_version) not in by_minor:
+    if spark_minor(spark_version) not in by_minor:
         supported = ", ".join(f"pyspark {m}.x" for m in sorted(by_minor))
         raise ConnectorUnavailableError(
             f"no {name} connector for Spark {spark_version}: {_WHY_NOT[name]}; use {supported} "
             f"(in a checkout: .venv-spark{sorted(by_minor)[-1]}, which `make install` creates; elsewhere: pip install "
             f"'pyspark=={sorted(by_minor)[-1]}.*', then python -m eventtime.spark.connectors {name})"
         )
-    return by_minor[_minor(spark_version)]
+    return by_minor[spark_minor(spark_version)]
 
 
 def jars_home() -> Path:

@@ -24,6 +24,8 @@ import zipfile
 from pathlib import Path
 from typing import Optional
 
+from .connectors import spark_minor as _minor
+
 __all__ = [
     "engine_jar",
     "ensure_engine",
@@ -50,10 +52,6 @@ class EngineUnavailableError(RuntimeError):
 
 class EngineVersionError(EngineUnavailableError):
     """The engine jar was built for another Spark minor version than the session runs."""
-
-
-def _minor(version: str) -> str:
-    return ".".join(version.split(".")[:2])
 
 
 def _pyspark_version() -> str:
@@ -111,6 +109,14 @@ def packaged_jar_name(spark_version: str) -> str:
     return f"eventtime-engine-spark{_minor(spark_version)}.jar"
 
 
+def _stamped_version(text: str) -> Optional[str]:
+    """The ``spark.version`` of an engine jar's ``eventtime-engine.properties``."""
+    for line in text.splitlines():
+        if line.startswith("spark.version="):
+            return line.split("=", 1)[1].strip()
+    return None
+
+
 def jar_spark_version(jar: str) -> Optional[str]:
     """The Spark version an engine jar was built against (``None`` for a jar without the stamp)."""
     try:
@@ -118,10 +124,7 @@ def jar_spark_version(jar: str) -> Optional[str]:
             text = z.read(_VERSION_RESOURCE).decode()
     except (KeyError, OSError, zipfile.BadZipFile):
         return None
-    for line in text.splitlines():
-        if line.startswith("spark.version="):
-            return line.split("=", 1)[1].strip()
-    return None
+    return _stamped_version(text)
 
 
 def build_jar(out: Path, spark_jars: Path, spark_version: str, verbose: bool = False) -> Path:
@@ -199,11 +202,7 @@ def _loaded_spark_version(spark, loader) -> Optional[str]:
     url = loader.getResource(_VERSION_RESOURCE)
     if url is None:
         return None
-    text = bytes(url.openStream().readAllBytes()).decode()
-    for line in text.splitlines():
-        if line.startswith("spark.version="):
-            return line.split("=", 1)[1].strip()
-    return None
+    return _stamped_version(bytes(url.openStream().readAllBytes()).decode())
 
 
 _CHECKED: set = set()

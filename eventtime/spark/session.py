@@ -107,8 +107,9 @@ def local_session(
 
         from .connectors import require_connector_jars
 
-        for name in ("kafka", "delta") if kafka and delta else ("kafka",) if kafka else ("delta",):
-            jars += require_connector_jars(name, pyspark.__version__)
+        for name, wanted in (("kafka", kafka), ("delta", delta)):
+            if wanted:
+                jars += require_connector_jars(name, pyspark.__version__)
     if delta:
         builder = (
             builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")

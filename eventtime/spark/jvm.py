@@ -24,8 +24,6 @@ import zipfile
 from pathlib import Path
 from typing import Optional
 
-from .connectors import spark_minor as _minor
-
 __all__ = [
     "engine_jar",
     "ensure_engine",
@@ -52,6 +50,12 @@ class EngineUnavailableError(RuntimeError):
 
 class EngineVersionError(EngineUnavailableError):
     """The engine jar was built for another Spark minor version than the session runs."""
+
+
+def _minor(version: str) -> str:
+    # connectors.spark_minor, written again: setup.py loads this file alone (by its path, no
+    # package) to build the wheel's jars, so it imports nothing of eventtime
+    return ".".join(version.split(".")[:2])
 
 
 def _pyspark_version() -> str:

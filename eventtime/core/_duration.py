@@ -76,6 +76,35 @@ def to_ms(value: object, name: str) -> int:
     )
 
 
+_HUMAN = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000))
+
+
+def human_ms(ms: int | float, parts: int = 2) -> str:
+    """A duration for people: the ``parts`` largest units, rounded at the last one.
+
+    >>> human_ms(11_474_336), human_ms(58_928), human_ms(-90_000), human_ms(250), human_ms(0)
+    ('3 h 11 min', '59 s', '-1 min 30 s', '250 ms', '0 ms')
+    >>> human_ms(3_599_999), human_ms(59_999), human_ms(172_800_001)
+    ('1 h', '1 min', '2 d')
+    """
+    ms = int(round(ms))
+    if ms < 0:
+        return "-" + human_ms(-ms, parts)
+    if ms < 1000:
+        return f"{ms} ms"
+    rest = ms
+    for _ in range(2):  # rounding may carry into a larger unit (59.9 s -> 1 min)
+        units = [(name, size) for name, size in _HUMAN if size <= rest][:parts]
+        last = units[-1][1]
+        rest = (ms + last // 2) // last * last  # rounded at the smallest unit shown
+    out = []
+    for name, size in units:
+        count, rest = divmod(rest, size)
+        if count:
+            out.append(f"{count} {name}")
+    return " ".join(out) if out else "0 ms"
+
+
 def to_instant_ms(value: object, name: str) -> int:
     """Convert an instant (int epoch ms, ``datetime``, ``date`` or ISO-8601 string) to epoch ms.
 

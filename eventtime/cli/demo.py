@@ -100,7 +100,7 @@ def _prepare_input(stream: DemoStream, directory: str) -> int:
 def _routed(source, config: EngineConfig, window, tables: str, pipeline: str, alerter=None, watermark: str = "global"):
     """source → quarantine → ``window`` per user → router, panes and records into Delta
     tables under ``tables`` (``results`` and ``late``)."""
-    from ..sinks import DeltaDelaySink, DeltaLateSink, DeltaResultsSink
+    from ..sinks import DeltaLateSink, DeltaResultsSink
     from ..spark import route, window_aggregate, with_event_time
 
     events = source.transform(with_event_time(
@@ -116,9 +116,9 @@ def _routed(source, config: EngineConfig, window, tables: str, pipeline: str, al
         out,
         panes=DeltaResultsSink(os.path.join(tables, "results"), pipeline=pipeline),
         late=DeltaLateSink(os.path.join(tables, "late"), pipeline=pipeline),
-        delays=DeltaDelaySink(os.path.join(tables, "delays"), pipeline=pipeline),
         alerter=alerter,
         pipeline=pipeline,
+        progress=False,  # the demo prints its own line per batch (with the input file)
     )
 
 
@@ -283,7 +283,7 @@ def run_demo(
                         f"{source} run cannot resume; add --fresh-start to discard it (and its tables), or use "
                         "another --output directory")
     if fresh_start:
-        for name in ("checkpoint", "results", "late", "delays", "late.png", "delays.png", SOURCE_MARKER, KAFKA_PRODUCED,
+        for name in ("checkpoint", "results", "late", "late_delays", "delays", "late.png", "delays.png", SOURCE_MARKER, KAFKA_PRODUCED,
                      *(job[0] for job in BOUNDED_JOBS)):
             path = os.path.join(output, name)
             if os.path.isdir(path):
@@ -388,9 +388,10 @@ def _summary(stream: DemoStream, output: str, data_rows: int, watermark: str, sa
         late_main(["late", "summary", "--table", late_path], hard_exit=False)
         plot = os.path.join(output, "late.png")
         late_main(["late", "plot", "--table", late_path, "--output", plot], hard_exit=False)
-        if os.path.exists(os.path.join(output, "delays", "_delta_log")):
+        if os.path.exists(os.path.join(late_path + "_delays", "_delta_log")):
             say("")
-            late_main(["late", "advise", "--table", late_path, "--results", os.path.join(output, "results"),
+            late_main(["late", "advise", "--table", late_path, "--stats", late_path + "_delays",
+                       "--results", os.path.join(output, "results"),
                        "--plot", os.path.join(output, "delays.png")], hard_exit=False)
     say(f"\nresults table: {os.path.join(output, 'results')}\nlate-data table: {late_path}")
     say(f"query them: eventtime late show --table {late_path} --reason too_late --limit 10")

@@ -79,8 +79,10 @@ def _progress_line(progress: dict, where: str) -> str:
     records (the router's observed metrics), the watermark and how long it took."""
     metrics = progress["observedMetrics"].get(f"eventtime_{PIPELINE}") if progress["observedMetrics"] else None
     metrics = metrics.asDict() if metrics is not None else {}
+    # the source's records: Spark's numInputRows also counts the per-partition watermark's tick row
+    rows = metrics.get("rows_in", progress["numInputRows"])
     return (
-        f"  batch {progress['batchId']:>3}  {where}  rows {progress['numInputRows']:>6}  "
+        f"  batch {progress['batchId']:>3}  {where}  rows {rows:>6}  "
         f"panes {metrics.get('panes', 0):>5}  late {metrics.get('late', 0):>4}  "
         f"invalid {metrics.get('invalid', 0):>3}  watermark {_watermark_text(progress)}  "
         f"({progress['batchDuration'] / 1000:.1f} s)"

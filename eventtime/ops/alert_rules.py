@@ -12,6 +12,7 @@ from typing import Any
 
 from ..core.kinds import LATE_RECORD, RECORD_KINDS
 from ..core.timestamps import ENRICHMENT_FAILED, MALFORMED_RECORD, TOO_LATE
+from ..core._duration import human_ms
 from .monitor import LAG, BatchStats, PartitionFinding
 
 __all__ = ["failure_class", "record_alert", "skew_alert", "watermark_alerts", "failure_alert", "record_groups",
@@ -189,8 +190,22 @@ def skew_alert(pipeline: str, batch_id: int, finding: PartitionFinding, stats: B
     }
     message = f"[{pipeline}] {finding.describe()} (batch {batch_id})"
     if finding.kind == LAG:
-        message += "; its records will be classified late"
+        data["watermark_mode"] = stats.watermark_mode
+        message += "; " + lag_cost(stats.watermark_mode, finding.lag_ms)
     return kind, data, message
+
+
+def lag_cost(watermark_mode: str, lag_ms: int) -> str:
+    """What a partition's lag costs under each way the watermark moves.
+
+    >>> lag_cost("per_partition", 5_400_000)
+    'per-partition watermarks: its records are not late for it, the watermark waits for it, so every window fires about 1 h 30 min later (unless it goes idle)'
+    """
+    if watermark_mode == "per_partition":
+        return (f"per-partition watermarks: its records are not late for it, the watermark waits for it, so every "
+                f"window fires about {human_ms(lag_ms)} later (unless it goes idle)")
+    return ("the global watermark follows the fastest partitions: its records whose windows end more than the allowed "
+            "lateness behind the watermark are late (watermark='per_partition' waits for it instead)")
 
 
 def watermark_alerts(pipeline: str, batch_id: int, stats: BatchStats,
@@ -212,8 +227,8 @@ def watermark_alerts(pipeline: str, batch_id: int, stats: BatchStats,
     holdback = stats.holdback_ms
     if holdback_threshold_ms is not None and holdback is not None and holdback > holdback_threshold_ms:
         alerts.append(("watermark_holdback", "", {**base, "threshold_ms": holdback_threshold_ms},
-                       f"[{pipeline}] the per-partition watermark is {holdback} ms behind the largest event time "
-                       f"(threshold {holdback_threshold_ms} ms, batch {batch_id}): a slow partition holds every "
+                       f"[{pipeline}] the per-partition watermark is {human_ms(holdback)} behind the largest event time "
+                       f"(threshold {human_ms(holdback_threshold_ms)}, batch {batch_id}): a slow partition holds every "
                        f"window back"))
     return alerts
 

@@ -29,6 +29,7 @@ import time
 from datetime import timedelta
 from typing import Callable, Mapping
 
+from ..core._duration import human_ms
 from ..core._duration import to_ms as _duration_ms
 
 __all__ = [
@@ -121,6 +122,10 @@ class BatchStats:
     #: Rows a sink's store refused in this batch (e.g. :class:`eventtime.sinks.PostgresSink`):
     #: per sink target, ``(row index in the batch's table, key, error)`` of each.
     rejected: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
+    #: How the watermark moves: ``"global"`` (the largest event time of all partitions minus
+    #: B: a lagging partition's records turn late) or ``"per_partition"`` (the slowest active
+    #: partition's: a lagging partition holds every window back instead).
+    watermark_mode: str = "global"
 
     def __post_init__(self) -> None:
         _check_int("batch_id", self.batch_id)
@@ -129,6 +134,8 @@ class BatchStats:
         _check_int("late", self.late)
         _check_int("invalid", self.invalid)
         _check_int("watermark_ms", self.watermark_ms, optional=True, minimum=None)
+        if self.watermark_mode not in ("global", "per_partition"):
+            raise ValueError(f"watermark_mode must be 'global' or 'per_partition', got {self.watermark_mode!r}")
         if not isinstance(self.partitions, Mapping):
             raise TypeError(
                 f"partitions must be a mapping of str to PartitionStats, got {type(self.partitions).__name__}"
@@ -165,12 +172,12 @@ class PartitionFinding:
         """A one-line human description.
 
         >>> PartitionFinding("3", "lag", 90_000, None, 10, 90_010, 60_000).describe()
-        'partition 3 lags the global max event time by 90000 ms (threshold 60000 ms)'
+        'partition 3 lags the global max event time by 1 min 30 s (threshold 1 min)'
         """
         if self.kind == LAG:
             return (
                 f"partition {self.partition} lags the global max event time by "
-                f"{self.lag_ms} ms (threshold {self.threshold_ms} ms)"
+                f"{human_ms(self.lag_ms)} (threshold {human_ms(self.threshold_ms)})"
             )
         return (
             f"partition {self.partition} sent no rows for {self.idle_s:.1f} s "

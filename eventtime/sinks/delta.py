@@ -336,6 +336,34 @@ class _DeltaSink(abc.ABC):
                 self.spark = spark
                 self._use_spark = spark_has_delta(spark)
         self.check_table()
+        self.ensure_table()
+
+    def _empty_rows(self) -> pa.Table | None:
+        """The rows of a batch with none in it, when the kind's columns are known before any
+        batch (then the table is created empty before the query starts), else ``None``."""
+        return None
+
+    def ensure_table(self) -> bool:
+        """Create the table, with no rows, when there is none at the path and its columns are
+        known up front (late records, delay histograms), so that it can be read and queried
+        before its first row arrives. True when it was created. Run by ``route`` before the
+        query starts; no app transaction is recorded, so no batch counts as written."""
+        empty = self._empty_rows()
+        if empty is None or self._table() is not None:
+            return False
+        data = self._prepare(empty, 0, "", self._now().astimezone(_dt.timezone.utc))
+        partition_by = self._partitioning()
+        if self._spark_enabled():
+            writer = self.spark.createDataFrame(data).write.format("delta").mode("append")
+            (writer.partitionBy(*partition_by) if partition_by else writer).save(self.path)
+        else:
+            from deltalake import write_deltalake
+
+            write_deltalake(self.path, data, mode="append", partition_by=partition_by,
+                            storage_options=self.storage_options)
+        self._dt_cache = None
+        log.info("eventtime: created the empty %s table at %s", self._kind, self.path)
+        return True
 
     @property
     def writer(self) -> str:
@@ -526,9 +554,9 @@ class _DeltaSink(abc.ABC):
 class DeltaLateSink(_DeltaSink):
     """Durable side output: every late and invalid record, one row each.
 
-    The table is created on the first non-empty batch, partitioned by
-    ``detected_date`` (the UTC date of ``detected_at``); new columns merge into the
-    schema. Columns: ``pipeline, query_id, batch_id, detected_at, detected_date``,
+    ``route`` creates the table, empty, before the query starts (so it can be queried before
+    the first late record), partitioned by ``detected_date`` (the UTC date of
+    ``detected_at``); new columns (the key columns) merge into the schema. Columns: ``pipeline, query_id, batch_id, detected_at, detected_date``,
     the record columns of the contract (:data:`RECORD_SCHEMA`), then the key columns.
 
     Args:
@@ -547,6 +575,9 @@ class DeltaLateSink(_DeltaSink):
         fault_injector: test hook ``f(batch_id, attempt)`` called before each write
             attempt; raising simulates a storage fault.
         now: clock for ``detected_at`` (UTC ``datetime``).
+        delays: where ``route`` writes the delay histograms that ``eventtime late advise``
+            reads, when it is given no ``delays=`` sink: ``True`` (default) the Delta table
+            ``<path>_delays``, a path, or ``False`` for none.
 
     Example:
         >>> import pyarrow as pa, tempfile, os
@@ -558,8 +589,37 @@ class DeltaLateSink(_DeltaSink):
     _kind = "late"
     _what = "late and invalid records"
 
+    def __init__(self, path: str | os.PathLike[str], pipeline: str, *args: Any,
+                 delays: bool | str | os.PathLike[str] = True, **kwargs: Any) -> None:
+        super().__init__(path, pipeline, *args, **kwargs)
+        if isinstance(delays, bool):
+            self.delays_path = self.path.rstrip("/") + "_delays" if delays else None
+        elif isinstance(delays, (str, os.PathLike)):
+            self.delays_path = _check_path(delays)
+        else:
+            raise TypeError(f"delays must be True, False or a table path, got {type(delays).__name__} {delays!r}")
+        if self.delays_path is not None and _same_table(self.delays_path, self.path):
+            raise ValueError(f"delays must be a table of its own, not the late table {self.path!r}")
+        self._delays_sink: DeltaDelaySink | None = None
+
+    def default_delays(self) -> DeltaDelaySink | None:
+        """The delay-histogram sink ``route`` uses when it is given no ``delays=``: a
+        :class:`DeltaDelaySink` at ``delays_path`` (``<path>_delays`` unless ``delays=`` said
+        otherwise; ``None`` with ``delays=False``), what ``eventtime late advise`` reads."""
+        if self.delays_path is None:
+            return None
+        if self._delays_sink is None:
+            self._delays_sink = DeltaDelaySink(
+                self.delays_path, self.pipeline, storage_options=self.storage_options, retries=self.retries,
+                backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s, engine=self.engine, spark=self.spark,
+                now=self._now, sleep=self._sleep)
+        return self._delays_sink
+
     def _default_partition_by(self) -> list[str]:
         return ["detected_date"]
+
+    def _empty_rows(self) -> pa.Table:
+        return RECORD_SCHEMA.empty_table()
 
     def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime) -> pa.Table:
         return _prepare_records(table, self.pipeline, query_id, batch_id, now)
@@ -618,6 +678,11 @@ class DeltaDelaySink(_DeltaSink):
 
     _kind = "delays"
     _what = "delay histograms"
+
+    def _empty_rows(self) -> pa.Table:
+        return pa.table({"partition": pa.array([], pa.string()), "delay_bin": pa.array([], pa.int32()),
+                         "records": pa.array([], pa.int64()), "max_out_of_orderness_ms": pa.array([], pa.int64()),
+                         "allowed_lateness_ms": pa.array([], pa.int64())})
 
     def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime) -> pa.Table:
         n = table.num_rows

@@ -7,10 +7,11 @@ around the real cause; the Spark error class that says what happened (e.g.
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Optional
+from typing import Any, Optional
 
-__all__ = ["QueryFailedError", "describe_failure"]
+__all__ = ["QueryFailedError", "describe_failure", "RunningQuery"]
 
 # Error classes that only say "the failure happened in there", never what it was.
 _WRAPPERS = {"FOREACH_BATCH_USER_FUNCTION_ERROR", "STREAM_FAILED"}
@@ -23,12 +24,64 @@ _JVM_PREFIXES = ("py4j.", "java.", "javax.", "org.", "scala.", "com.")
 _TRACEBACK_END = re.compile(r"Traceback \(most recent call last\):\n(?:[ \t][^\n]*\n)+([A-Za-z_][\w.]*)(?:: ([^\n]*))?")
 
 
-class QueryFailedError(RuntimeError):
-    """A streaming query stopped on an error; ``error_class`` is Spark's, when it has one."""
+# A frame of a Python traceback; the user's own frames are those outside these packages.
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+_LIBRARY_PARTS = (f"{os.sep}pyspark{os.sep}", f"{os.sep}py4j{os.sep}", f"{os.sep}eventtime{os.sep}spark{os.sep}",
+                  f"{os.sep}eventtime{os.sep}sinks{os.sep}", f"{os.sep}site-packages{os.sep}")
 
-    def __init__(self, message: str, error_class: Optional[str] = None) -> None:
+
+class QueryFailedError(RuntimeError):
+    """A streaming query stopped on an error; ``error_class`` is Spark's, when it has one.
+    ``trace_path`` names the file with the full Python and JVM trace, when one was written."""
+
+    def __init__(self, message: str, error_class: Optional[str] = None, trace_path: Optional[str] = None) -> None:
         super().__init__(message)
         self.error_class = error_class
+        self.trace_path = trace_path
+
+
+def failure_origin(text: str) -> Optional[str]:
+    """``file:line in function`` of the innermost frame of the job's own code in a failure's
+    Python traceback (not PySpark's, py4j's or eventtime's), else ``None``.
+
+    >>> failure_origin('File "/x/site-packages/pyspark/sql/utils.py", line 163, in call\\n'
+    ...                'File "/jobs/orders.py", line 8, in panes')
+    '/jobs/orders.py:8 in panes'
+    """
+    frames = [m for m in _FRAME.finditer(text) if not any(part in m.group(1) for part in _LIBRARY_PARTS)]
+    return f"{frames[-1].group(1)}:{frames[-1].group(2)} in {frames[-1].group(3)}" if frames else None
+
+
+def write_failure_trace(text: str, directory: str, run_id: str) -> Optional[str]:
+    """Write a failed query's full text (Python traceback and JVM stack) to
+    ``<directory>/eventtime-failure-<run id>.txt``; its path, or ``None`` when it cannot be written."""
+    path = os.path.join(directory, f"eventtime-failure-{run_id}.txt")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError:
+        return None
+    return path
+
+
+def short_failure(error: BaseException | str, trace_path: Optional[str] = None, pipeline: str = "") -> QueryFailedError:
+    """A failure in three lines: the cause (:func:`describe_failure`), where in the job's own
+    code it was raised, and the file with the full trace."""
+    text = str(error)
+    described = describe_failure(text)
+    lines = [f"pipeline {pipeline} stopped: {described}" if pipeline else str(described)]
+    origin = failure_origin(text)
+    if origin:
+        lines.append(f"  raised at {origin}")
+    lines.append(f"  full trace: {trace_path}" if trace_path else "  full trace: query.exception()")
+    return QueryFailedError("\n".join(lines), described.error_class, trace_path)
+
+
+def _trace_text(exc: BaseException) -> str:
+    """PySpark's exception with its JVM stack, whatever ``spark.sql.pyspark.jvmStacktrace.enabled`` says."""
+    desc, stack = getattr(exc, "_desc", None), getattr(exc, "_stackTrace", None)
+    return f"{desc}\n\nJVM stacktrace:\n{stack}" if desc is not None and stack else str(exc)
 
 
 def describe_failure(error: BaseException | str) -> QueryFailedError:
@@ -59,3 +112,55 @@ def describe_failure(error: BaseException | str) -> QueryFailedError:
     if root and root not in summary:
         summary += f" (caused by {root[:300]})"
     return QueryFailedError(summary, error_class)
+
+
+try:
+    from pyspark.sql.streaming import StreamingQuery as _StreamingQuery
+except ImportError:  # pragma: no cover - the Spark engine needs pyspark
+    _StreamingQuery = object  # type: ignore[assignment,misc]
+
+
+class RunningQuery(_StreamingQuery):  # type: ignore[misc,valid-type]
+    """What ``route(...).start()`` returns: PySpark's ``StreamingQuery`` whose
+    ``awaitTermination`` and ``processAllAvailable`` raise a :class:`QueryFailedError` of three
+    lines (cause, where in the job's code, the file with the full Python and JVM trace)
+    instead of PySpark's exception with the whole JVM stack in its message.
+    ``query.exception()`` still gives PySpark's exception.
+
+    >>> query = route(out, panes=sink).start("/chk/orders")  # doctest: +SKIP
+    >>> query.awaitTermination()  # doctest: +SKIP
+    QueryFailedError: pipeline orders stopped: RuntimeError: disk full
+      raised at /jobs/orders.py:8 in panes
+      full trace: /chk/orders/eventtime-failure-<run id>.txt
+    """
+
+    def __init__(self, query: Any, pipeline: str, trace_dir: Optional[str], settle: Any = None) -> None:
+        super().__init__(query._jsq)
+        self._pipeline = pipeline
+        self._trace_dir = trace_dir
+        self._settle = settle
+
+    def _shorten(self, exc: BaseException) -> QueryFailedError:
+        import tempfile
+
+        if self._settle is not None:
+            self._settle()
+        text = _trace_text(exc)
+        path = write_failure_trace(text, self._trace_dir or tempfile.gettempdir(), str(self.runId))
+        return short_failure(text, path, self._pipeline)
+
+    def awaitTermination(self, timeout: Optional[int] = None) -> Optional[bool]:
+        from pyspark.errors import StreamingQueryException
+
+        try:
+            return super().awaitTermination(timeout)
+        except StreamingQueryException as exc:
+            raise self._shorten(exc) from None
+
+    def processAllAvailable(self) -> None:
+        from pyspark.errors import StreamingQueryException
+
+        try:
+            return super().processAllAvailable()
+        except StreamingQueryException as exc:
+            raise self._shorten(exc) from None

@@ -17,6 +17,8 @@ import dataclasses
 import json
 import logging
 import os
+import sys
+import time
 from typing import Any, Callable, Optional
 
 from pyspark.sql import DataFrame
@@ -187,7 +189,11 @@ class Router:
         alerter: Any = None,
         pipeline: str = "eventtime",
         delays: Optional[Callable] = None,
+        progress: Any = True,
     ) -> None:
+        if not isinstance(progress, bool) and not callable(progress):
+            raise TypeError(f"route: progress must be True, False or a callable(line), got {type(progress).__name__} "
+                            f"{progress!r}")
         for parameter, sink in (("panes", panes), ("late", late), ("invalid", invalid), ("delays", delays)):
             if sink is not None and not callable(sink):
                 raise TypeError(
@@ -228,6 +234,8 @@ class Router:
         self.agg_names: list[str] = self.meta["aggregations"]
         self.panes_sink, self.late_sink = panes, late
         self.invalid_sink = invalid if invalid is not None else late
+        if delays is None and callable(getattr(late, "default_delays", None)):
+            delays = late.default_delays()  # DeltaLateSink: <late path>_delays unless told otherwise
         self.delays_sink = delays
         # Sinks that take the query's session and check their tables before the query starts
         # (the Delta sinks: delta-spark when the session has Delta; one table per kind of rows).
@@ -238,6 +246,7 @@ class Router:
                 bind(out.sparkSession, [other for other in sinks if other is not sink])
         self.alerter = alerter
         self.pipeline = pipeline
+        self.progress = progress
         self.metrics_name = f"eventtime_{pipeline}"
         # window_aggregate's own output: the query runs its operator struct, which the tasks split
         # by kind into Arrow (Collect.java); any other DataFrame goes through toArrow and split.
@@ -352,8 +361,10 @@ class Router:
         self._failure_reported.clear()
         self._query_id = None  # read again from this checkpoint's metadata
         self._watch_failures(self.out.sparkSession, checkpoint)
+        from .errors import RunningQuery
+
         try:
-            self.query = writer().start()
+            self.query = RunningQuery(writer().start(), self.pipeline, local, self._settle_failure)
         except BaseException:
             self._stop_watching()
             raise
@@ -364,7 +375,7 @@ class Router:
 
             self.query.awaitTermination()  # raises the query's error, if it failed
             raise_end_of_input(self.meta["end_of_input_signal"])
-            self.query = writer().start()
+            self.query = RunningQuery(writer().start(), self.pipeline, local, self._settle_failure)
             self.query.awaitTermination()
             if local is not None:
                 mark_ended(local)
@@ -384,6 +395,13 @@ class Router:
         """
         return self._failure_reported.wait(timeout)
 
+    def _settle_failure(self) -> None:
+        """The query failed and the job is told: let the alerter's report finish, then remove the
+        listener before the job (and its interpreter) goes on or exits."""
+        if self._listener is not None:
+            self._failure_reported.wait(30.0)
+            self._stop_watching()
+
     def _stop_watching(self, spark=None, from_listener: bool = False) -> None:
         listener, self._listener = self._listener, None
         if listener is None:
@@ -394,13 +412,33 @@ class Router:
 
             threading.Thread(target=spark.streams.removeListener, args=(listener,), daemon=True).start()
         else:
-            spark.streams.removeListener(listener)
+            try:  # deliver the events already posted (e.g. the last batch's progress) first
+                spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(10_000)
+            except Exception:  # noqa: BLE001 - a stopped context or a timeout: remove it anyway
+                pass
+            try:
+                spark.streams.removeListener(listener)
+            except Exception:  # noqa: BLE001 - the session is already stopped
+                pass
+
+    def _say(self, line: str) -> None:
+        """A line for the person running the job: to ``progress`` when it is a callable, else stderr."""
+        if callable(self.progress) and not isinstance(self.progress, bool):
+            self.progress(line)
+        else:
+            print(line, file=sys.stderr, flush=True)
 
     def _watch_failures(self, spark, checkpoint: str) -> None:
-        """Send ``pipeline_failed`` (fingerprinted by the innermost error class) when the query
-        stops on an error: a listener on the session, removed once the query has ended."""
+        """Turn off Spark's console report of a query's failure (a JVM stack of 60 lines: the
+        returned :class:`~eventtime.spark.errors.RunningQuery` raises it in three lines, the full
+        trace in a file), and send ``pipeline_failed`` to the alerter (fingerprinted by the
+        innermost error class) when the query stops on an error: a listener on the session,
+        removed once the query has ended."""
+        _quiet_spark_failure_log(spark)
         if self.alerter is None or not callable(getattr(self.alerter, "on_failure", None)) or self._listener is not None:
             return
+        import atexit
+
         from pyspark.sql.streaming import StreamingQueryListener
 
         router = self
@@ -438,6 +476,9 @@ class Router:
 
         self._listener = _FailureListener()
         spark.streams.addListener(self._listener)
+        # An event still on its way to the listener when the interpreter exits fails in the JVM
+        # with a 60-line Py4J stack: the listener leaves first, once its events are delivered.
+        atexit.register(self._stop_watching)
 
     def _run_static(self, checkpoint: Optional[str], trigger: Any, end_of_input: bool):
         """A static DataFrame: one batch (id 0) through the sinks, ended by the end of input."""
@@ -570,26 +611,28 @@ class Router:
             partitions=partitions,
         )
 
-    def _publish_watermark(self, spark, batch_id: int) -> None:
+    def _publish_watermark(self, spark, batch_id: int) -> Optional[int]:
         """Tell this batch's tasks its watermark (the map-side combine, Mapper.java): read from
         the checkpoint's offset log, which Spark writes before it runs the batch. The value is
         tagged with the query id and batch id, and tasks check both; without it (a remote
-        checkpoint, a static DataFrame) every row goes to the operator uncombined."""
+        checkpoint, a static DataFrame) every row goes to the operator uncombined. Returns the
+        watermark read (``None`` when there is none)."""
         context = spark.sparkContext
         context.setLocalProperty(WATERMARK_PROPERTY, None)
         local = _local_path(self.checkpoint) if self.checkpoint else None
         query_id = self.query_id() if local is not None else ""
         if not query_id:
-            return
+            return None
         try:
             with open(os.path.join(local, "offsets", str(batch_id)), encoding="utf-8") as handle:
                 handle.readline()  # version
                 watermark = int(json.loads(handle.readline())["batchWatermarkMs"])
         except (OSError, ValueError, KeyError):
-            return
+            return None
         b = int(self.meta.get("config", {}).get("max_out_of_orderness_ms") or 0)
         # W = max event time - B once W is above 0 (it never decreases, nor does the max)
         self._publish(spark, batch_id, watermark, watermark + b if 0 < watermark < END_OF_INPUT_MS else None)
+        return watermark if watermark > 0 else None
 
     def _publish(self, spark, batch_id: int, watermark: int, running_max: Optional[int] = None) -> None:
         """Tell the batch's tasks W (and the largest valid event time of the earlier batches, for
@@ -626,16 +669,18 @@ class Router:
         return dataclasses.replace(
             stats, watermark_ms=step.watermark_ms, idle_partitions=tuple(sorted(map(str, driver._clocks.idle))),
             became_idle=tuple(map(str, step.became_idle)), became_active=tuple(map(str, step.became_active)),
-            holdback_ms=step.holdback_ms)
+            holdback_ms=step.holdback_ms, watermark_mode="per_partition")
 
     def _handle(self, df: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
         fault_point("after_commit", batch_id - 1)
         driver = self.partition_watermark
+        published = None  # the batch's W, told to its tasks
         if driver is not None:
-            w = driver.before_batch(batch_id)
-            self._publish(df.sparkSession, batch_id, 0 if w is None else w, driver.running_max_ms())
+            published = driver.before_batch(batch_id)
+            self._publish(df.sparkSession, batch_id, 0 if published is None else published, driver.running_max_ms())
         elif self.out.isStreaming:
-            self._publish_watermark(df.sparkSession, batch_id)
+            published = self._publish_watermark(df.sparkSession, batch_id)
         # one execution of the batch; everything below is on the driver
         panes, records, stats_rows = self._collect(df) if self._collector else self.split(df.toArrow())
         stats = self.batch_stats(batch_id, panes, records, stats_rows)
@@ -677,6 +722,47 @@ class Router:
                 self.alerter.on_batch(batch_id, records, stats)
             except Exception:  # the alerter must never stop the pipeline
                 log.exception("eventtime[%s] alerter failed on batch %s", self.pipeline, batch_id)
+        if self.progress:
+            shown = stats if (stats.watermark_ms or 0) > 0 or published is None else dataclasses.replace(
+                stats, watermark_ms=published)  # a batch with no output row still ran at its W
+            self._say(progress_line(self.pipeline, shown, time.monotonic() - started, tick=driver is not None))
+
+
+def progress_line(pipeline: str, stats: BatchStats, seconds: float, tick: bool = False) -> str:
+    """One batch for a person: its input rows (the records of the source, not the watermark's
+    tick rows), panes, late and invalid records, the watermark (``none`` before any valid event
+    time) and how long the batch took.
+
+    >>> progress_line("orders", BatchStats(batch_id=3, rows_in=2000, panes=340, late=12, invalid=3,
+    ...               watermark_ms=1_714_557_800_000), 0.84)
+    'eventtime[orders] batch 3: 2,000 rows, 340 panes, 12 late, 3 invalid, watermark 2024-05-01 10:03:20 UTC (0.8 s)'
+    """
+    import datetime as _dt
+
+    if stats.watermark_ms is None or stats.watermark_ms <= 0:  # Spark's 0: no watermark yet
+        watermark = "none"
+    elif stats.watermark_ms >= END_OF_INPUT_MS:
+        watermark = "end of input"
+    else:
+        watermark = _dt.datetime.fromtimestamp(stats.watermark_ms / 1000, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    note = " (no input: the per-partition watermark's tick, which fires the windows it passed)" if tick and not stats.rows_in else ""
+    return (f"eventtime[{pipeline}] batch {stats.batch_id}: {stats.rows_in:,} rows, {stats.panes:,} panes, "
+            f"{stats.late:,} late, {stats.invalid:,} invalid, watermark {watermark} ({seconds:.1f} s){note}")
+
+
+# Spark logs a failed query's whole JVM stack to the console at ERROR from here; route reports it.
+_SPARK_FAILURE_LOGGERS = ("org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
+                          "org.apache.spark.sql.execution.streaming.MicroBatchExecution")
+
+
+def _quiet_spark_failure_log(spark) -> None:
+    try:
+        jvm = spark._jvm
+        level = jvm.org.apache.logging.log4j.Level.FATAL
+        for name in _SPARK_FAILURE_LOGGERS:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)
+    except Exception:  # noqa: BLE001 - another logging backend: Spark's report stays
+        log.debug("eventtime: could not lower Spark's query-failure console log", exc_info=True)
 
 
 def route(
@@ -687,6 +773,7 @@ def route(
     alerter: Any = None,
     pipeline: str = "eventtime",
     delays: Optional[Callable] = None,
+    progress: Any = True,
 ) -> Router:
     """Split the output of :func:`window_aggregate` into sinks; ``.start(checkpoint=...)`` runs it.
 
@@ -696,6 +783,15 @@ def route(
     are also in ``StreamingQueryProgress.observedMetrics["eventtime_<pipeline>"]``.
     ``delays(...)`` (e.g. :class:`eventtime.sinks.DeltaDelaySink`) gets, per batch and source
     partition, a histogram of how far behind the running maximum the valid records arrived:
-    what ``eventtime late advise`` reads.
+    what ``eventtime late advise`` reads. Without it, a :class:`~eventtime.sinks.DeltaLateSink`
+    given as ``late`` writes them to ``<late path>_delays`` (its ``delays=`` argument).
+
+    ``progress`` (default ``True``) prints one line per batch to stderr (rows, panes, late and
+    invalid records, the watermark, the time the batch took); ``False`` turns it off, a
+    callable gets each line instead. A query that fails prints one line with its cause and the
+    file holding the full trace (Spark's own 60-line console report is turned off), and the
+    returned query's ``awaitTermination()`` raises a three-line
+    :class:`~eventtime.spark.errors.QueryFailedError`.
     """
-    return Router(out, panes=panes, late=late, invalid=invalid, alerter=alerter, pipeline=pipeline, delays=delays)
+    return Router(out, panes=panes, late=late, invalid=invalid, alerter=alerter, pipeline=pipeline, delays=delays,
+                  progress=progress)

@@ -31,7 +31,9 @@ def test_dataclass_fields_are_the_router_contract():
         # async enrichment counts per output column (optional)
         "enrichment",
         # rows a sink's store refused, per sink (optional)
-        "rejected"]
+        "rejected",
+        # "global" or "per_partition": what a lagging partition costs (optional)
+        "watermark_mode"]
     assert [f.name for f in dataclasses.fields(PartitionStats)] == ["max_event_time_ms", "rows"]
     s = BatchStats(batch_id=1, rows_in=2, panes=0, late=0, invalid=0, watermark_ms=None,
                    partitions={"0": PartitionStats(max_event_time_ms=None, rows=2)})

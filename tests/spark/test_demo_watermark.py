@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import re
 
@@ -24,12 +25,39 @@ ROWS, BATCHES = 4000, 8
 def demo(spark, tmp_path_factory):
     path = tmp_path_factory.mktemp("demo")
     out = io.StringIO()
-    report = run_demo(str(path), rows=ROWS, batches=BATCHES, out=out, bounded_jobs=False, watermark="per_partition")
-    return path, report, out.getvalue()
+    alerts = _Capture()
+    logger = logging.getLogger("eventtime.alerts")
+    logger.addHandler(alerts)
+    try:
+        report = run_demo(str(path), rows=ROWS, batches=BATCHES, out=out, bounded_jobs=False, watermark="per_partition")
+    finally:
+        logger.removeHandler(alerts)
+    return path, report, out.getvalue(), alerts.messages
+
+
+class _Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_the_lagging_partitions_alert_says_what_the_lag_costs_with_per_partition_watermarks(demo):
+    """It said "its records will be classified late" while none of them were."""
+    lag = [m for m in demo[3] if "partition 3 lags" in m]
+    assert lag, demo[3]
+    for message in lag:
+        assert re.fullmatch(r"eventtime alert: \[demo\] partition 3 lags the global max event time by [\w ]+ "
+                            r"\(threshold 10 s\) \(batch \d+\); per-partition watermarks: its records are not late for "
+                            r"it, the watermark waits for it, so every window fires about [\w ]+ later \(unless it goes "
+                            r"idle\)", message), message
+        assert "classified late" not in message
 
 
 def test_demo_with_per_partition_watermarks_saves_the_lagging_partitions_records(demo):
-    path, report, text = demo
+    path, report, text, _ = demo
     assert report.holds, text
     assert "per-partition watermark;" in text
     line = re.search(r"per-partition watermark: (\d+) late record\(s\), (\d+) on the lagging partition 3; the global "
@@ -44,7 +72,7 @@ def test_demo_with_per_partition_watermarks_saves_the_lagging_partitions_records
 
 
 def test_the_demo_records_delays_of_every_valid_record_after_its_first_batch_and_advises(demo):
-    path, _, _ = demo
+    path, _, _, _ = demo
     assert (path / "delays.png").exists()
     engine = ReferenceEngine(_config(DemoStream(rows=ROWS, batches=BATCHES)), unit="ms")
     expected = 0
@@ -53,7 +81,17 @@ def test_the_demo_records_delays_of_every_valid_record_after_its_first_batch_and
         result = engine.process_batch([Record(r["user_id"], r["ts"], r, r["heartbeat"], r["partition"]) for r in rows])
         if i > 0:  # the first batch has no running maximum to be behind
             expected += sum(1 for r in rows if not r["heartbeat"]) - sum(1 for r in result.invalid if not r.record.heartbeat)
-    advice = advise(str(path / "delays"))
+    advice = advise(str(path / "late_delays"))
     assert advice.records == expected > 0
     assert (advice.current_b_ms, advice.current_l_ms) == (10_000, 180_000)
-    assert "99.90% on time: B = 10000 ms" in advice.describe()
+    assert advice.choices and advice.choices[0].b_ms == 10_000
+
+
+def test_the_watermarks_tick_batches_are_not_counted_as_input(demo):
+    """The extra batches the per-partition watermark's tick starts reported numInputRows=1."""
+    path, report, text, _ = demo
+    rows = [(int(m[1]), int(m[2])) for m in re.finditer(r"^  batch +(\d+) .* rows +(\d+) ", text, re.M)]
+    assert rows, text
+    sent = sum(len(open(path / "input" / name).readlines()) for name in os.listdir(path / "input") if name.endswith(".json"))
+    assert sum(n for _, n in rows) == sent
+    assert any(n == 0 for _, n in rows[1:])  # the tick batches: no input

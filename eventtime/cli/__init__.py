@@ -41,17 +41,6 @@ def _demo(args: argparse.Namespace) -> int:
     except (DemoError, IncompatibleRestartError, ValueError, TypeError) as exc:
         print(f"eventtime demo: {exc}", file=sys.stderr)
         code = 2
-    if args.hard_exit:
-        # The demo read Delta tables with deltalake: leave without running the interpreter's
-        # exit hooks, which can abort (exit 134, see cli_late), after stopping Spark cleanly.
-        from pyspark.sql import SparkSession
-
-        from .late import _flush_and_exit
-
-        session = SparkSession.getActiveSession()
-        if session is not None:
-            session.stop()
-        _flush_and_exit(code)
     return code
 
 
@@ -97,7 +86,7 @@ def build_parser(hard_exit: bool = True) -> argparse.ArgumentParser:
                            "run (a 4-partition topic; needs the pyspark 4.2 environment: `make demo-kafka`)")
     demo.add_argument("--streaming-only", action="store_true",
                       help="run only the streaming query, not the bounded session and calendar-day jobs after it")
-    demo.set_defaults(func=_demo, hard_exit=hard_exit)
+    demo.set_defaults(func=_demo)
 
     from .late import register as register_late
 
@@ -105,10 +94,32 @@ def build_parser(hard_exit: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
+def _leave(code: int) -> None:
+    """End the process with ``code`` once a command's work is done: Spark stopped cleanly,
+    output flushed, and no interpreter exit hooks, which can abort after delta-rs was used
+    ("terminate called without an active exception", exit 134, an upstream problem)."""
+    if "pyspark" in sys.modules:
+        try:
+            from pyspark.sql import SparkSession
+
+            session = SparkSession.getActiveSession()
+            if session is not None:
+                session.stop()
+        except Exception:  # noqa: BLE001 - the command's result stands
+            pass
+    from .late import _flush_and_exit
+
+    _flush_and_exit(code)
+
+
 def main(argv: Optional[Sequence[str]] = None, hard_exit: bool = True) -> int:
-    """Run the command line; ``hard_exit=False`` keeps ``late`` commands from calling ``os._exit``."""
+    """Run the command line; ``hard_exit=False`` returns the exit code instead of ending the
+    process with it (see :func:`_leave`)."""
     args = build_parser(hard_exit=hard_exit).parse_args(argv)
-    return args.func(args)
+    code = args.func(args)
+    if hard_exit:
+        _leave(code)
+    return code
 
 
 if __name__ == "__main__":

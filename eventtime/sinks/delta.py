@@ -61,7 +61,7 @@ from .batch import SinkError
 from .schema import RECORD_SCHEMA, TS, _prepare_panes, _prepare_records
 from .schema import TABLE_COLUMNS
 from .spark_delta import active_session, spark_has_delta, write_via_spark
-from .tables import _check_path, check_table_columns, compact, latest_panes, snapshot_dataset
+from .tables import _check_path, _table_layout, check_table_columns, compact, latest_panes, snapshot_dataset
 
 __all__ = [
     "DeltaSinkError",
@@ -631,6 +631,9 @@ class DeltaResultsSink(_DeltaSink):
     Every pane row gets ``pipeline, query_id, batch_id, written_at`` and ``key`` (JSON of
     the key columns: ``key_columns``, or by the contract the columns before
     ``window_start``). Read the latest pane per key and window with :func:`latest_panes`.
+    An existing table must have every column the route writes: ``add_columns=True`` adds the
+    ones a pipeline gained (a new aggregation; earlier panes read null there), else ``route``
+    refuses the table before the query starts.
 
     Example:
         >>> import pyarrow as pa, tempfile, os, datetime as dt
@@ -651,13 +654,35 @@ class DeltaResultsSink(_DeltaSink):
     _what = "window panes"
 
     def __init__(self, path: str | os.PathLike[str], pipeline: str, *args: Any,
-                 key_columns: Sequence[str] | None = None, **kwargs: Any) -> None:
+                 key_columns: Sequence[str] | None = None, add_columns: bool = False, **kwargs: Any) -> None:
         super().__init__(path, pipeline, *args, **kwargs)
         if key_columns is not None and (
             isinstance(key_columns, str) or not all(isinstance(c, str) for c in key_columns)
         ):
             raise TypeError("key_columns must be a sequence of column names")
+        if not isinstance(add_columns, bool):
+            raise TypeError(f"add_columns must be a bool, got {type(add_columns).__name__} {add_columns!r}")
         self.key_columns = list(key_columns) if key_columns is not None else None
+        self.add_columns = add_columns
+
+    def bind_route(self, spark: Any, others: Sequence[Any] = (), columns: Sequence[str] | None = None) -> None:
+        """As the base class; ``columns`` (the pane columns the route writes, from ``route``)
+        that an existing table lacks -- an aggregation the pipeline gained -- are refused
+        unless ``add_columns=True`` said to add them (earlier rows read null there)."""
+        super().bind_route(spark, others)
+        if columns is None or self.add_columns:
+            return
+        layout = _table_layout(self.path, self.storage_options, self.spark if self.engine != "rust" else None)
+        if layout is None or not layout[0]:
+            return
+        new = [c for c in columns if c not in layout[0]]
+        if new:
+            raise ValueError(
+                f"DeltaResultsSink: the table at {self.path!r} has no column(s) {', '.join(new)} that pipeline "
+                f"{self.pipeline!r} writes now (its columns: {', '.join(layout[0])}): did its aggregations change? "
+                f"Pass add_columns=True to add them to the table (its earlier panes read null there), or write "
+                f"the new pipeline to a table of its own."
+            )
 
     def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime) -> pa.Table:
         return _prepare_panes(table, self.pipeline, query_id, batch_id, now, self.key_columns)

@@ -240,10 +240,16 @@ class Router:
         # Sinks that take the query's session and check their tables before the query starts
         # (the Delta sinks: delta-spark when the session has Delta; one table per kind of rows).
         sinks = list({id(s): s for s in (panes, late, invalid, delays) if s is not None}.values())
+        pane_columns = [*self.keys, "window_start", "window_end", "pane_timing", "pane_index", "is_final",
+                        *self.agg_names, *([MERGED_FROM] if MERGED_FROM in out.columns else [])]
         for sink in sinks:
             bind = getattr(sink, "bind_route", None)
             if callable(bind):
-                bind(out.sparkSession, [other for other in sinks if other is not sink])
+                others = [other for other in sinks if other is not sink]
+                if sink is panes and _accepts_keyword(bind, "columns"):
+                    bind(out.sparkSession, others, columns=pane_columns)
+                else:
+                    bind(out.sparkSession, others)
         self.alerter = alerter
         self.pipeline = pipeline
         self.progress = progress

@@ -38,6 +38,7 @@ _LAZY = {
     "Router": "eventtime.spark",
     "local_session": "eventtime.spark",
     "engine_jar": "eventtime.spark",
+    "ClassicSessionRequiredError": "eventtime.spark",
     "DeltaLateSink": "eventtime.sinks",
     "DeltaDelaySink": "eventtime.sinks",
     "DeltaResultsSink": "eventtime.sinks",

@@ -250,6 +250,9 @@ def enrich_async(
     step_id = uuid.uuid4().hex
 
     def apply(df: DataFrame) -> DataFrame:
+        from ..spark.connect import require_classic
+
+        require_classic(df, "enrich_async")
         if "__et_ms" in df.columns:
             raise ValueError(
                 "enrich_async must be applied BEFORE with_event_time (the enrichment would drop the event-time "

@@ -45,10 +45,12 @@ Facts measured on pyspark 4.3.0 that the design rests on:
 from __future__ import annotations
 
 from .aggregate import window_aggregate
+from .connect import ClassicSessionRequiredError
 from .errors import QueryFailedError, describe_failure
 from .extract import with_event_time
 from .jvm import engine_jar
 from .router import Router, route
 from .session import local_session
 
-__all__ = ["with_event_time", "window_aggregate", "route", "Router", "local_session", "engine_jar", "describe_failure", "QueryFailedError"]
+__all__ = ["with_event_time", "window_aggregate", "route", "Router", "local_session", "engine_jar", "describe_failure", "QueryFailedError",
+           "ClassicSessionRequiredError"]

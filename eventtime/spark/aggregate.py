@@ -24,6 +24,7 @@ from ..core.kinds import COUNT, MAX, MEAN, MIN, SUM, UDAF
 from ..core.trigger import ACCUMULATING, ON_TIME_AND_LATE
 from ..core.watermark import GLOBAL, WatermarkPolicy
 from ..core.window import WindowAssigner
+from .connect import require_classic
 from .extract import event_time_settings
 from .jvm import ensure_engine
 
@@ -270,6 +271,7 @@ def window_aggregate(
                 )
 
     def apply(df: DataFrame) -> DataFrame:
+        require_classic(df, "window_aggregate")
         settings = event_time_settings(df)
         # Validates window, aggregations, lateness, modes and the extraction settings at once.
         config = EngineConfig(

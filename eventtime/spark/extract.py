@@ -64,6 +64,7 @@ from ..core.timestamps import (
     quarantine_bounds,
 )
 from ..core.trigger import END_OF_INPUT_MS
+from .connect import require_classic
 
 __all__ = ["with_event_time", "META_KEY", "event_time_settings", "DEFAULT_CORRUPT_RECORD_COL", "ENRICHMENT_FAILED_COL"]
 
@@ -367,6 +368,8 @@ def with_event_time(
     now_ms = None if now is None else to_instant_ms(now, "now")
 
     def apply(df: DataFrame) -> DataFrame:
+        # a stream needs the engine (control source, batch time): not reachable from Spark Connect
+        require_classic(df, "with_event_time on a streaming DataFrame", streaming_only=True)
         if column not in df.columns:
             raise ValueError(f"with_event_time: column {column!r} not found; columns: {df.columns}")
         dtype = df.schema[column].dataType

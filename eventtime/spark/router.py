@@ -30,6 +30,7 @@ from ..core.trigger import END_OF_INPUT_MS
 from ..ops.faults import fault_point
 from ..ops.monitor import BatchStats, PartitionStats
 from .aggregate import _META, C_REC, MERGED_FROM, WATERMARK_PROPERTY, timestamp_ms
+from .connect import require_classic
 
 __all__ = ["Router", "route"]
 
@@ -191,6 +192,7 @@ class Router:
         delays: Optional[Callable] = None,
         progress: Any = True,
     ) -> None:
+        require_classic(out, "route")
         if not isinstance(progress, bool) and not callable(progress):
             raise TypeError(f"route: progress must be True, False or a callable(line), got {type(progress).__name__} "
                             f"{progress!r}")

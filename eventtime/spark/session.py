@@ -87,6 +87,7 @@ def local_session(
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
+        .config("spark.api.mode", "classic")  # the engine needs py4j (SPARK_CONNECT_MODE would give Connect)
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")

@@ -1,7 +1,5 @@
 """``python -m eventtime``: the same as the ``eventtime`` command."""
 
-import sys
+from .cli import console
 
-from .cli import main
-
-sys.exit(main())
+console()

@@ -112,9 +112,9 @@ def _leave(code: int) -> None:
     _flush_and_exit(code)
 
 
-def main(argv: Optional[Sequence[str]] = None, hard_exit: bool = True) -> int:
-    """Run the command line; ``hard_exit=False`` returns the exit code instead of ending the
-    process with it (see :func:`_leave`)."""
+def main(argv: Optional[Sequence[str]] = None, hard_exit: bool = False) -> int:
+    """Run the command line and return its exit code; ``hard_exit=True`` ends the process with
+    it instead (see :func:`_leave`), as the ``eventtime`` command does."""
     args = build_parser(hard_exit=hard_exit).parse_args(argv)
     code = args.func(args)
     if hard_exit:
@@ -122,5 +122,11 @@ def main(argv: Optional[Sequence[str]] = None, hard_exit: bool = True) -> int:
     return code
 
 
+def console() -> None:
+    """The ``eventtime`` command (and ``python -m eventtime``): :func:`main`, then the process
+    ends with its exit code once the work is done."""
+    main(hard_exit=True)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -1,7 +1,5 @@
 """``python -m eventtime.cli``: the same as the ``eventtime`` command."""
 
-import sys
+from . import console
 
-from . import main
-
-sys.exit(main())
+console()

@@ -333,7 +333,7 @@ def run_demo(
         except CheckpointMissingError as exc:
             raise DemoError(f"{exc} (demo: add --fresh-start to discard the old tables and start over)") from exc
         except Exception as exc:
-            from ..spark.errors import QueryFailedError
+            from ..ops.failures import QueryFailedError
 
             failure = exc.__cause__ if isinstance(exc, DemoError) and exc.__cause__ else exc
             # route sends pipeline_failed itself when its query fails: one event per failure

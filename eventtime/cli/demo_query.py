@@ -91,7 +91,7 @@ def _progress_line(progress: dict, where: str) -> str:
 
 def _raise_if_failed(query) -> None:
     if query.exception() is not None:
-        from ..spark.errors import describe_failure
+        from ..ops.failures import describe_failure
 
         failure = describe_failure(query.exception())
         raise DemoError(f"the streaming query failed: {failure}") from failure

@@ -13,6 +13,7 @@ from typing import Any
 from ..core.kinds import LATE_RECORD, RECORD_KINDS
 from ..core.timestamps import ENRICHMENT_FAILED, MALFORMED_RECORD, TOO_LATE
 from ..core._duration import human_ms
+from .failures import describe_failure
 from .monitor import LAG, BatchStats, PartitionFinding
 
 __all__ = ["failure_class", "record_alert", "skew_alert", "watermark_alerts", "failure_alert", "record_groups",
@@ -30,7 +31,7 @@ def failure_class(error: BaseException | str) -> tuple[str, str]:
     """(innermost error class, one-line summary) of a failure.
 
     A query's failure (a ``QueryFailedError``, PySpark's ``StreamingQueryException`` or the
-    listener's text) is reduced by :func:`eventtime.spark.describe_failure` to the Spark error
+    listener's text) is reduced by :func:`eventtime.ops.failures.describe_failure` to the Spark error
     class or the Python exception raised in a sink; any other exception is its own type.
     """
     error_class = getattr(error, "error_class", None)
@@ -38,14 +39,9 @@ def failure_class(error: BaseException | str) -> tuple[str, str]:
         return error_class, str(error)
     from_spark = isinstance(error, str) or type(error).__module__.split(".")[0] in ("pyspark", "py4j")
     if from_spark:
-        try:
-            from eventtime.spark.errors import describe_failure
-        except ImportError:  # pragma: no cover - Spark not installed
-            describe_failure = None
-        if describe_failure is not None:
-            described = describe_failure(error)
-            if described.error_class:
-                return described.error_class, str(described)
+        described = describe_failure(error)
+        if described.error_class:
+            return described.error_class, str(described)
     name = "error" if isinstance(error, str) else type(error).__name__
     return name, str(error)
 

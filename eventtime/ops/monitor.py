@@ -38,6 +38,7 @@ __all__ = [
     "PartitionFinding",
     "PartitionMonitor",
     "optional_ms",
+    "progress_line",
 ]
 
 log = logging.getLogger(__name__)
@@ -320,3 +321,27 @@ class PartitionMonitor:
                 "idle": (name, IDLE) in flagged,
             }
         return out
+
+
+def progress_line(pipeline: str, stats: BatchStats, seconds: float, tick: bool = False) -> str:
+    """One batch for a person: its input rows (the records of the source, not the watermark's
+    tick rows), panes, late and invalid records, the watermark (``none`` before any valid event
+    time) and how long the batch took.
+
+    >>> progress_line("orders", BatchStats(batch_id=3, rows_in=2000, panes=340, late=12, invalid=3,
+    ...               watermark_ms=1_714_557_800_000), 0.84)
+    'eventtime[orders] batch 3: 2,000 rows, 340 panes, 12 late, 3 invalid, watermark 2024-05-01 10:03:20 UTC (0.8 s)'
+    """
+    import datetime as _dt
+
+    from ..core.trigger import END_OF_INPUT_MS
+
+    if stats.watermark_ms is None or stats.watermark_ms <= 0:  # Spark's 0: no watermark yet
+        watermark = "none"
+    elif stats.watermark_ms >= END_OF_INPUT_MS:
+        watermark = "end of input"
+    else:
+        watermark = _dt.datetime.fromtimestamp(stats.watermark_ms / 1000, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    note = " (no input: the per-partition watermark's tick, which fires the windows it passed)" if tick and not stats.rows_in else ""
+    return (f"eventtime[{pipeline}] batch {stats.batch_id}: {stats.rows_in:,} rows, {stats.panes:,} panes, "
+            f"{stats.late:,} late, {stats.invalid:,} invalid, watermark {watermark} ({seconds:.1f} s){note}")

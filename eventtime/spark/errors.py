@@ -1,118 +1,19 @@
-"""Short, actionable descriptions of failed streaming queries.
-
-A query that fails inside ``foreachBatch`` reports a Python traceback around a Java stack
-around the real cause; the Spark error class that says what happened (e.g.
-``CANNOT_LOAD_STATE_STORE``) sits deep inside it.
-"""
+"""The Spark face of a failed streaming query: the query ``route`` returns raises it in three
+lines, Spark's own console report of it is turned off, and a listener tells the alerter
+(the text itself: :mod:`eventtime.ops.failures`)."""
 
 from __future__ import annotations
 
-import os
-import re
-from typing import Any, Optional
+import atexit
+import logging
+import tempfile
+from typing import Any, Callable, Optional
 
-__all__ = ["QueryFailedError", "describe_failure", "RunningQuery"]
+from ..ops.failures import QueryFailedError, describe_failure, short_failure, trace_text, write_failure_trace
 
-# Error classes that only say "the failure happened in there", never what it was.
-_WRAPPERS = {"FOREACH_BATCH_USER_FUNCTION_ERROR", "STREAM_FAILED"}
-_CLASS = re.compile(r"\[([A-Z][A-Z0-9_]+(?:\.[A-Z0-9_]+)*)\] ([^\n]*)")
-_CAUSE = re.compile(r"Caused by: ([\w.$]+(?:Exception|Error)[^\n]*)")
-# A Python exception raised in foreachBatch ends its traceback with "module.Class: message".
-_PYTHON = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.M)
-_JVM_PREFIXES = ("py4j.", "java.", "javax.", "org.", "scala.", "com.")
-# The exception line that ends a Python traceback, whatever the class is called.
-_TRACEBACK_END = re.compile(r"Traceback \(most recent call last\):\n(?:[ \t][^\n]*\n)+([A-Za-z_][\w.]*)(?:: ([^\n]*))?")
+__all__ = ["QueryFailedError", "describe_failure", "RunningQuery", "FailureWatch"]
 
-
-# A frame of a Python traceback; the user's own frames are those outside these packages.
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-_LIBRARY_PARTS = (f"{os.sep}pyspark{os.sep}", f"{os.sep}py4j{os.sep}", f"{os.sep}eventtime{os.sep}spark{os.sep}",
-                  f"{os.sep}eventtime{os.sep}sinks{os.sep}", f"{os.sep}site-packages{os.sep}")
-
-
-class QueryFailedError(RuntimeError):
-    """A streaming query stopped on an error; ``error_class`` is Spark's, when it has one.
-    ``trace_path`` names the file with the full Python and JVM trace, when one was written."""
-
-    def __init__(self, message: str, error_class: Optional[str] = None, trace_path: Optional[str] = None) -> None:
-        super().__init__(message)
-        self.error_class = error_class
-        self.trace_path = trace_path
-
-
-def failure_origin(text: str) -> Optional[str]:
-    """``file:line in function`` of the innermost frame of the job's own code in a failure's
-    Python traceback (not PySpark's, py4j's or eventtime's), else ``None``.
-
-    >>> failure_origin('File "/x/site-packages/pyspark/sql/utils.py", line 163, in call\\n'
-    ...                'File "/jobs/orders.py", line 8, in panes')
-    '/jobs/orders.py:8 in panes'
-    """
-    frames = [m for m in _FRAME.finditer(text) if not any(part in m.group(1) for part in _LIBRARY_PARTS)]
-    return f"{frames[-1].group(1)}:{frames[-1].group(2)} in {frames[-1].group(3)}" if frames else None
-
-
-def write_failure_trace(text: str, directory: str, run_id: str) -> Optional[str]:
-    """Write a failed query's full text (Python traceback and JVM stack) to
-    ``<directory>/eventtime-failure-<run id>.txt``; its path, or ``None`` when it cannot be written."""
-    path = os.path.join(directory, f"eventtime-failure-{run_id}.txt")
-    try:
-        os.makedirs(directory, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
-    except OSError:
-        return None
-    return path
-
-
-def short_failure(error: BaseException | str, trace_path: Optional[str] = None, pipeline: str = "") -> QueryFailedError:
-    """A failure in three lines: the cause (:func:`describe_failure`), where in the job's own
-    code it was raised, and the file with the full trace."""
-    text = str(error)
-    described = describe_failure(text)
-    lines = [f"pipeline {pipeline} stopped: {described}" if pipeline else str(described)]
-    origin = failure_origin(text)
-    if origin:
-        lines.append(f"  raised at {origin}")
-    lines.append(f"  full trace: {trace_path}" if trace_path else "  full trace: query.exception()")
-    return QueryFailedError("\n".join(lines), described.error_class, trace_path)
-
-
-def _trace_text(exc: BaseException) -> str:
-    """PySpark's exception with its JVM stack, whatever ``spark.sql.pyspark.jvmStacktrace.enabled`` says."""
-    desc, stack = getattr(exc, "_desc", None), getattr(exc, "_stackTrace", None)
-    return f"{desc}\n\nJVM stacktrace:\n{stack}" if desc is not None and stack else str(exc)
-
-
-def describe_failure(error: BaseException | str) -> QueryFailedError:
-    """The innermost Spark error class of ``error`` with its message and root cause, in one line.
-
-    >>> describe_failure("[FOREACH_BATCH_USER_FUNCTION_ERROR] x\\n... [CANNOT_LOAD_STATE_STORE.UNCATEGORIZED] "
-    ...                  "An error occurred during loading state.\\nCaused by: java.io.EOFException: eof").error_class
-    'CANNOT_LOAD_STATE_STORE.UNCATEGORIZED'
-    """
-    text = str(error)
-    found = [(m.group(1), m.group(2).strip()) for m in _CLASS.finditer(text) if m.group(1) not in _WRAPPERS]
-    causes = _CAUSE.findall(text)
-    root = causes[-1].strip() if causes else None
-    if found:
-        error_class, message = found[-1]
-        summary = f"[{error_class}] {message}"
-    else:
-        error_class = None
-        python = [(n, m) for n, m in _TRACEBACK_END.findall(text) if not n.startswith(_JVM_PREFIXES)]
-        python = python or [(n, m) for n, m in _PYTHON.findall(text) if not n.startswith(_JVM_PREFIXES)]
-        lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-        if python:
-            name, message = python[-1]
-            summary, root = f"{name.rsplit('.', 1)[-1]}: {message.strip()}", None
-            error_class = name.rsplit(".", 1)[-1]
-        else:
-            summary = lines[-1] if lines else type(error).__name__
-    if root and root not in summary:
-        summary += f" (caused by {root[:300]})"
-    return QueryFailedError(summary, error_class)
-
+log = logging.getLogger("eventtime.spark")
 
 try:
     from pyspark.sql.streaming import StreamingQuery as _StreamingQuery
@@ -141,11 +42,9 @@ class RunningQuery(_StreamingQuery):  # type: ignore[misc,valid-type]
         self._settle = settle
 
     def _shorten(self, exc: BaseException) -> QueryFailedError:
-        import tempfile
-
         if self._settle is not None:
             self._settle()
-        text = _trace_text(exc)
+        text = trace_text(exc)
         path = write_failure_trace(text, self._trace_dir or tempfile.gettempdir(), str(self.runId))
         return short_failure(text, path, self._pipeline)
 
@@ -164,3 +63,122 @@ class RunningQuery(_StreamingQuery):  # type: ignore[misc,valid-type]
             return super().processAllAvailable()
         except StreamingQueryException as exc:
             raise self._shorten(exc) from None
+
+
+# Spark logs a failed query's whole JVM stack to the console at ERROR from here; route reports it.
+_SPARK_FAILURE_LOGGERS = ("org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
+                          "org.apache.spark.sql.execution.streaming.MicroBatchExecution")
+
+
+def quiet_spark_failure_log(spark: Any) -> None:
+    """Turn off Spark's console report of a failed query (a 60-line JVM stack): the
+    :class:`RunningQuery` raises it in three lines, with the full trace in a file."""
+    try:
+        jvm = spark._jvm
+        level = jvm.org.apache.logging.log4j.Level.FATAL
+        for name in _SPARK_FAILURE_LOGGERS:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)
+    except Exception:  # noqa: BLE001 - another logging backend: Spark's report stays
+        log.debug("eventtime: could not lower Spark's query-failure console log", exc_info=True)
+
+
+def accepts_keyword(function: Callable, name: str) -> bool:
+    """Whether ``function`` takes the keyword argument ``name`` (or any, ``**kwargs``)."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+class FailureWatch:
+    """Sends ``pipeline_failed`` to the alerter (``on_failure``, fingerprinted by the innermost
+    error class) once when the query stops on an error: a listener on the session, removed
+    once the query has ended, with the events already posted delivered first (an event that
+    reaches the listener while the interpreter exits fails in the JVM with a 60-line Py4J
+    stack), and at interpreter exit at the latest."""
+
+    def __init__(self, alerter: Any, query_id: Callable[[], str]) -> None:
+        import threading
+
+        self.alerter = alerter
+        self._query_id = query_id
+        self.failure: Optional[QueryFailedError] = None  # the error the query stopped on, once reported
+        self.failure_text: Optional[str] = None  # the query's own error text (with the JVM stack)
+        self.reported = threading.Event()
+        self._listener = None
+        self._spark = None
+        self._bounded = False
+
+    def start(self, spark: Any, checkpoint: str, bounded: bool) -> None:
+        """Before a query of the route starts: a bounded run (end of input) keeps the listener
+        for its second query."""
+        quiet_spark_failure_log(spark)
+        self._bounded = bounded
+        self.failure = self.failure_text = None
+        self.reported.clear()
+        if self.alerter is None or not callable(getattr(self.alerter, "on_failure", None)) or self._listener is not None:
+            return
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        watch = self
+        report = {"checkpoint": checkpoint}
+        pass_run_id = accepts_keyword(self.alerter.on_failure, "run_id")
+
+        class _FailureListener(StreamingQueryListener):
+            def onQueryStarted(self, event) -> None:
+                pass
+
+            def onQueryProgress(self, event) -> None:
+                pass
+
+            def onQueryIdle(self, event) -> None:
+                pass
+
+            def onQueryTerminated(self, event) -> None:
+                ours = watch._query_id()
+                if not ours or str(event.id) != str(ours):
+                    return
+                if event.exception:
+                    watch.failure_text = event.exception
+                    watch.failure = describe_failure(event.exception)
+                    try:
+                        run = {"run_id": str(event.runId)} if pass_run_id else {}
+                        watch.alerter.on_failure(watch.failure, **report, **run)
+                    finally:
+                        watch.reported.set()
+                if event.exception or not watch._bounded:
+                    watch.stop(from_listener=True)
+
+        self._spark = spark
+        self._listener = _FailureListener()
+        spark.streams.addListener(self._listener)
+        atexit.register(self.stop)
+
+    def settle(self) -> None:
+        """The query failed and the job is told: let the alerter's report finish, then remove the
+        listener before the job (and its interpreter) goes on or exits."""
+        if self._listener is not None:
+            self.reported.wait(30.0)
+            self.stop()
+
+    def stop(self, from_listener: bool = False) -> None:
+        listener, self._listener = self._listener, None
+        if listener is None:
+            return
+        spark = self._spark
+        if from_listener:  # not from inside the listener bus' own callback
+            import threading
+
+            threading.Thread(target=spark.streams.removeListener, args=(listener,), daemon=True).start()
+            return
+        try:  # deliver the events already posted (e.g. the last batch's progress) first
+            spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(10_000)
+        except Exception:  # noqa: BLE001 - a stopped context or a timeout: remove it anyway
+            pass
+        try:
+            spark.streams.removeListener(listener)
+        except Exception:  # noqa: BLE001 - the session is already stopped
+            pass

@@ -20,6 +20,7 @@ import os
 from typing import Any, Mapping, Optional
 
 from ..core.watermark import PartitionClocks, WatermarkPolicy, WatermarkStep
+from .checkpoint_files import batch_offsets
 from .control import _signal, write_signal
 
 __all__ = ["PartitionWatermarkDriver"]
@@ -95,9 +96,7 @@ class PartitionWatermarkDriver:
         """The batch's processing time: Spark's, from the offset log (the same when re-run)."""
         if self.processing_time_ms is not None:
             return self.processing_time_ms
-        with open(os.path.join(self.checkpoint_dir, "offsets", str(batch_id)), encoding="utf-8") as handle:
-            handle.readline()  # version
-            return int(json.loads(handle.readline())["batchTimestampMs"])
+        return int(batch_offsets(self.checkpoint_dir, batch_id)["batchTimestampMs"])
 
     def after_batch(self, batch_id: int, batch_max_ms: Mapping[Any, Optional[int]]) -> WatermarkStep:
         """Apply the batch (each partition's largest valid event time), save, tick if W moved."""

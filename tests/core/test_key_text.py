@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 from decimal import Decimal
-from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
@@ -52,10 +51,9 @@ def operator_output(kinds: list[str]) -> pa.Table:
 
 def test_results_and_late_tables_carry_the_same_key_text_byte_for_byte(tmp_path):
     pytest.importorskip("pyspark")
-    from eventtime.spark.router import Router
+    from eventtime.spark.batch_tables import split
 
-    router = SimpleNamespace(keys=list(KEYS), agg_names=["count"])
-    panes, records, _ = Router.split(router, operator_output(["pane", "pane", "late", "late"]))
+    panes, records, _, _ = split(operator_output(["pane", "pane", "late", "late"]), list(KEYS), ["count"])
     DeltaResultsSink(str(tmp_path / "results"), pipeline="k")(panes, 0, "q")
     DeltaLateSink(str(tmp_path / "late"), pipeline="k")(records, 0, "q")
 

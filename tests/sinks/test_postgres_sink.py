@@ -228,9 +228,9 @@ def test_a_value_the_column_refuses_is_reported_with_its_batch_and_row_and_the_r
     assert ledger(pg, table_name) == [("q", 3, 23, 2)]
     # route hands the refused rows to the alerter: one error-level event for the batch and table
     from eventtime import Alerter, BatchStats
-    from eventtime.spark.router import _rejected
+    from eventtime.spark.sink_checks import rejected_rows
 
-    refused = _rejected([(sink, result)])
+    refused = rejected_rows([(sink, result)])
     assert refused == {f"postgres table {table_name}": (
         (13, {"user": "u6"}, "NumericValueOutOfRange: smallint out of range"),
         (21, {"user": "u0"}, "NumericValueOutOfRange: smallint out of range"))}

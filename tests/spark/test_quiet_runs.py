@@ -95,7 +95,7 @@ def test_a_failed_job_prints_its_cause_in_a_few_lines_and_keeps_the_full_trace(t
         "    query.awaitTermination()",
         printed[4],  # the line of RunningQuery that raises
         "    raise self._shorten(exc) from None",
-        "eventtime.spark.errors.QueryFailedError: pipeline orders stopped: OSError: disk full on /data/results",
+        "eventtime.ops.failures.QueryFailedError: pipeline orders stopped: OSError: disk full on /data/results",
         f"  raised at {script}:7 in results",
         f"  full trace: {traces[0]}",
     ], done.stdout + done.stderr

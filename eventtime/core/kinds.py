@@ -7,6 +7,7 @@ from __future__ import annotations
 __all__ = [
     "PANE", "LATE_RECORD", "INVALID_RECORD", "PARTITION_STATS", "RECORD_KINDS",
     "COUNT", "SUM", "MEAN", "MIN", "MAX", "FIRST", "LAST", "UDAF", "BUILTIN_AGGREGATIONS",
+    "TIMEOUT", "LOOKUP_ERROR", "MISSING", "BAD_RESULT", "BAD_VALUE", "ENRICHMENT_FAILURE_REASONS",
 ]
 
 # output rows
@@ -20,3 +21,12 @@ RECORD_KINDS = (LATE_RECORD, INVALID_RECORD)
 COUNT, SUM, MEAN, MIN, MAX, FIRST, LAST = "count", "sum", "mean", "min", "max", "first", "last"
 UDAF = "udaf"
 BUILTIN_AGGREGATIONS = (COUNT, SUM, MIN, MAX, MEAN, FIRST, LAST)
+
+# why an async enrichment's lookup failed: its error column's values start with one of these
+# (``"lookup_error: ClientResponseError"``), and BatchStats.enrichment counts them
+TIMEOUT = "timeout"  # every attempt of the key's chunk ran past ``timeout_ms``
+LOOKUP_ERROR = "lookup_error"  # every attempt raised; the detail is the last exception's type
+MISSING = "missing"  # the lookup returned a dict without the key
+BAD_RESULT = "bad_result"  # the lookup broke its contract (not a list/dict, a list of another length)
+BAD_VALUE = "bad_value"  # the value does not convert to the step's value type
+ENRICHMENT_FAILURE_REASONS = (TIMEOUT, LOOKUP_ERROR, MISSING, BAD_RESULT, BAD_VALUE)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from ..core._duration import to_ms
+from ..core.kinds import BAD_RESULT, BAD_VALUE, ENRICHMENT_FAILURE_REASONS, LOOKUP_ERROR, MISSING, TIMEOUT
 
 __all__ = [
     "EnrichConfig",
@@ -30,13 +31,8 @@ __all__ = [
 #: ``enrichment_failed``).
 ON_FAILURE_MODES = ("null", "invalid")
 
-# The error column's values start with one of these (``"lookup_error: ClientResponseError"``).
-TIMEOUT = "timeout"  # every attempt of the key's chunk ran past ``timeout_ms``
-LOOKUP_ERROR = "lookup_error"  # every attempt raised; the detail is the last exception's type
-MISSING = "missing"  # the lookup returned a dict without the key
-BAD_RESULT = "bad_result"  # the lookup broke its contract (not a list/dict, a list of another length)
-BAD_VALUE = "bad_value"  # the value does not convert to the step's value type
-FAILURE_REASONS = (TIMEOUT, LOOKUP_ERROR, MISSING, BAD_RESULT, BAD_VALUE)
+# The error column's values start with one of these (the contract: core/kinds.py).
+FAILURE_REASONS = ENRICHMENT_FAILURE_REASONS
 
 
 def reason_category(error: Optional[str]) -> Optional[str]:

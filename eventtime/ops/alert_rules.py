@@ -13,6 +13,7 @@ from typing import Any
 from ..core.kinds import LATE_RECORD, RECORD_KINDS
 from ..core.timestamps import ENRICHMENT_FAILED, MALFORMED_RECORD, TOO_LATE
 from ..core._duration import human_ms
+from ..core.kinds import ENRICHMENT_FAILURE_REASONS
 from .failures import describe_failure
 from .monitor import LAG, BatchStats, PartitionFinding
 
@@ -234,15 +235,13 @@ def enrichment_alerts(pipeline: str, batch_id: int, stats: BatchStats, threshold
     """``(output column, data, message)`` per enrichment step whose failed records in the batch
     reach the thresholds (kind ``enrichment_failed``). Steps with ``on_failure="invalid"`` are
     left out: their failed records are invalid records, alerted as such."""
-    from ..enrich.config import FAILURE_REASONS
-
     alerts = []
     for output, counts in sorted(stats.enrichment.items()):
         failed, rows = int(counts.get("failed", 0)), int(counts.get("rows", 0))
         share = failed / rows if rows else 1.0
         if counts.get("on_failure") == "invalid" or not failed or failed < threshold_count or share < threshold_share:
             continue
-        reasons = {reason: int(counts[reason]) for reason in FAILURE_REASONS if counts.get(reason)}
+        reasons = {reason: int(counts[reason]) for reason in ENRICHMENT_FAILURE_REASONS if counts.get(reason)}
         data = {"pipeline": pipeline, "batch_id": batch_id, "output": output, "count": failed, "rows": rows,
                 "share": round(share, 6), "reasons": reasons,
                 **{name: counts.get(name) for name in ("requests", "retries", "cache_hits")}}

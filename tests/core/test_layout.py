@@ -1,5 +1,6 @@
 """The layout holds (docs/architecture.md): the core imports nothing outside it and no Spark,
-no module imports itself back through others, and modules over ~400 lines say why."""
+every import (inside functions too) goes down the layers, no module imports itself back
+through others, and modules over ~400 lines say why."""
 
 from __future__ import annotations
 
@@ -38,6 +39,35 @@ def _top_level_imports(name: str, path: Path) -> set[str]:
             found.add(module)
             found.update(f"{module}.{alias.name}" for alias in node.names)
     return found
+
+
+# The packages from the ground up: a package imports only packages of a lower layer (or its own).
+LAYERS = {"core": 0, "ops": 1, "sinks": 2, "spark": 2, "query": 3, "enrich": 3, "sources": 3, "cli": 4, "__main__": 5}
+
+
+def _all_imports(name: str, path: Path) -> set[str]:
+    """Every eventtime module ``name`` imports, at its top or inside a function."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)] if node.level else []
+            found.add(".".join(base + ([node.module] if node.module else [])) if node.level else node.module or "")
+    return {m for m in found if m.startswith("eventtime.")}
+
+
+def test_every_import_goes_down_the_layers_even_inside_functions():
+    for name, path in _modules().items():
+        parts = name.split(".")
+        if len(parts) < 2:
+            continue  # eventtime/__init__.py: the public face re-exports every layer
+        assert parts[1] in LAYERS, f"{name}: a package without a layer in LAYERS"
+        for module in _all_imports(name, path):
+            target = module.split(".")[1]
+            if target != parts[1]:
+                assert LAYERS[target] < LAYERS[parts[1]], f"{name} imports {module}: {parts[1]} -> {target} runs up"
 
 
 def test_the_core_imports_only_the_core_and_no_spark():

@@ -6,7 +6,8 @@ Example:
     >>> late_sink = DeltaLateSink("/tmp/eventtime-doc/late", pipeline="clicks")  # doctest: +SKIP
 """
 
-from eventtime.sinks.batch import BatchSink, BatchSinkError, BatchWriteResult, RejectedRow, SinkError
+from eventtime.sinks.batch import BatchSink, BatchSinkError, BatchWriteResult, RejectedRow
+from eventtime.sinks.exactly_once import RetryPolicy, SinkError
 from eventtime.sinks.delta import (
     RECORD_SCHEMA,
     DeltaDelaySink,
@@ -28,6 +29,7 @@ __all__ = [
     "BatchWriteResult",
     "PostgresSink",
     "RejectedRow",
+    "RetryPolicy",
     "SinkError",
     "RECORD_SCHEMA",
     "DeltaDelaySink",

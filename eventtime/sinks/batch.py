@@ -31,11 +31,6 @@ Failures:
 A subclass supplies the store: connect, begin / commit / rollback, savepoints, the chunk
 statement, the ledger and the rejects. :class:`eventtime.sinks.PostgresSink` is the built-in
 one.
-
-Why one module of over 400 lines: the transaction of a batch, the statement retry inside it
-and the halving that isolates refused rows share the open connection and its savepoints;
-split apart, each part would have to know the others' state. About a third is the abstract
-methods a store fills in, each with its docstring.
 """
 
 from __future__ import annotations
@@ -50,21 +45,11 @@ from typing import Any, Callable, Optional, Sequence
 import pyarrow as pa
 
 from ..ops.faults import fault_point
+from .exactly_once import RetryPolicy, SinkError, check_batch
 
 __all__ = ["BatchSink", "BatchSinkError", "BatchWriteResult", "RejectedRow", "SinkError"]
 
 log = logging.getLogger(__name__)
-
-
-class SinkError(RuntimeError):
-    """A sink could not write a micro-batch: ``batch_id``, ``query_id`` and the ``attempts`` made.
-    Its kinds: :class:`BatchSinkError`, :class:`eventtime.sinks.DeltaSinkError`."""
-
-    def __init__(self, message: str, *, batch_id: int, query_id: str, attempts: int) -> None:
-        super().__init__(message)
-        self.batch_id = batch_id
-        self.query_id = query_id
-        self.attempts = attempts
 
 
 class BatchSinkError(SinkError):
@@ -114,14 +99,6 @@ def _check_int(name: str, value: Any, minimum: int) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
     return int(value)
-
-
-def _check_seconds(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__} {value!r}")
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value!r}")
-    return float(value)
 
 
 class _Replay(Exception):
@@ -177,9 +154,7 @@ class BatchSink(abc.ABC):
         self.target = target
         self.max_rows = _check_int("max_rows", max_rows, 1)
         self.max_bytes = _check_int("max_bytes", max_bytes, 1)
-        self.retries = _check_int("retries", retries, 0)
-        self.backoff_s = _check_seconds("backoff_s", backoff_s)
-        self.max_backoff_s = _check_seconds("max_backoff_s", max_backoff_s)
+        self.policy = RetryPolicy(retries, backoff_s, max_backoff_s)
         if not isinstance(replay, bool):
             raise TypeError(f"replay must be True or False, got {type(replay).__name__} {replay!r}")
         self.replay = replay
@@ -296,8 +271,12 @@ class BatchSink(abc.ABC):
         if self.fault_injector is not None:
             self.fault_injector(stage, batch_id, attempt, chunk)
 
+    @property
+    def retries(self) -> int:
+        return self.policy.retries
+
     def _backoff(self, attempt: int) -> None:
-        self._sleep(min(self.max_backoff_s, self.backoff_s * (2**attempt)))
+        self._sleep(self.policy.delay_s(attempt))
 
     def _drop_connection(self) -> None:
         if self._conn is not None:
@@ -309,9 +288,7 @@ class BatchSink(abc.ABC):
         started = time.perf_counter()
         if not isinstance(table, pa.Table):
             raise TypeError(f"table must be a pyarrow.Table, got {type(table).__name__}")
-        batch_id = _check_int("batch_id", batch_id, 0)
-        if not isinstance(query_id, str) or not query_id:
-            raise TypeError(f"query_id must be a non-empty str, got {query_id!r}")
+        batch_id, query_id = check_batch(batch_id, query_id)
         if table.num_rows == 0:
             return BatchWriteResult(False, 0, skipped="empty")
         columns, rows, index = self.prepare(table, batch_id, query_id)

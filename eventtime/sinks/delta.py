@@ -1,31 +1,7 @@
-"""Delta Lake sinks for late/invalid records and window panes (delta-rs, or delta-spark).
-
-Both sinks follow the router contract (``docs/architecture.md``): they are callables
-``sink(table: pyarrow.Table, batch_id: int, query_id: str)``, and they are
-exactly-once per ``(query_id, batch_id)``:
-
-* each commit carries a Delta *app transaction* ``(app_id, batch_id)`` where
-  ``app_id`` is derived from the pipeline name and the streaming query id (which
-  Spark persists in the checkpoint, so it survives restarts);
-* before writing, the sink reads ``DeltaTable.transaction_version(app_id)`` and skips
-  the batch when it is ``>= batch_id`` (delta-rs records the transaction but does not
-  skip a repeated version by itself). A batch that Spark re-runs after a crash
-  between the Delta commit and its own checkpoint commit is therefore written once;
-  a fresh checkpoint (a new query id) writing to an old table is not skipped;
-* with ``engine="spark"``, or ``"auto"`` (the default) when the Spark session has Delta
-  configured (``eventtime.local_session(delta=True)``; the sink gets the session from
-  ``route``), the batch is written through Spark's Delta writer with the same app
-  transaction as ``txnAppId`` / ``txnVersion``: delta-spark itself refuses a version already
-  committed, and the check above is made first to report the skip;
-* an existing table at the path must be one of this sink's kind (its ``_delta_log`` schema
-  has the sink's columns with their types, and the sink's partitioning): checked when the
-  sink is made and again by ``route``, which also refuses two sinks of different kinds on
-  one path, all before the query starts;
-* write errors are retried with exponential backoff; the check above is repeated
-  before every attempt, so an attempt that committed but then raised is not
-  written twice. When retries are exhausted, :class:`DeltaSinkError` names the
-  table and the batch; Spark fails the query and re-runs the batch on restart, so
-  nothing is lost.
+"""The Delta sinks: late and invalid records (:class:`DeltaLateSink`), window panes
+(:class:`DeltaResultsSink`) and the delay histograms ``eventtime late advise`` reads
+(:class:`DeltaDelaySink`). Each is its table's columns and partitioning over the one
+exactly-once write of :mod:`eventtime.sinks.delta_write`.
 
 Example:
     >>> import pyarrow as pa, tempfile, os
@@ -37,31 +13,20 @@ Example:
     True
     >>> sink(records, 0, "query-1").written      # re-run of batch 0: skipped
     False
-
-Why one module of over 400 lines: both sinks share the exactly-once write (the transaction
-check before every attempt, the retries with backoff) and the path checks; each sink's own
-part is its schema and partitioning.
 """
+
 from __future__ import annotations
 
-import abc
-import dataclasses
 import datetime as _dt
-import logging
-import numbers
 import os
-import sys
-import time
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from .batch import SinkError
+from .delta_write import DeltaSink, DeltaSinkError, WriteResult
 from .schema import RECORD_SCHEMA, TS, _prepare_panes, _prepare_records
-from .schema import TABLE_COLUMNS
-from .spark_delta import active_session, spark_has_delta, write_via_spark
-from .tables import _check_path, _table_layout, check_table_columns, compact, latest_panes, snapshot_dataset
+from .spark_delta import spark_has_delta, write_via_spark
+from .tables import _check_path, _same_table, _table_layout, compact, latest_panes, snapshot_dataset
 
 __all__ = [
     "DeltaSinkError",
@@ -78,480 +43,8 @@ __all__ = [
     "write_via_spark",
 ]
 
-log = logging.getLogger(__name__)
 
-class DeltaSinkError(SinkError):
-    """A batch could not be written to a Delta table after all retries.
-
-    Attributes ``path``, ``batch_id``, ``query_id``, ``attempts`` describe the failure.
-    """
-
-    def __init__(self, message: str, *, path: str, batch_id: int, query_id: str, attempts: int) -> None:
-        super().__init__(message, batch_id=batch_id, query_id=query_id, attempts=attempts)
-        self.path = path
-
-
-@dataclasses.dataclass(frozen=True)
-class WriteResult:
-    """What a sink call did.
-
-    ``written`` is ``True`` when a commit was made; otherwise ``skipped`` says why
-    (``"empty"`` or ``"already_committed"``). ``attempts`` counts write attempts,
-    ``version`` is the table version after the call (``None`` when the table does not exist),
-    ``duration_s`` the wall time of the call.
-    """
-
-    written: bool
-    rows: int
-    attempts: int
-    skipped: str | None = None
-    version: int | None = None
-    duration_s: float = 0.0
-
-
-# ---------------------------------------------------------------------------
-# validation helpers
-
-
-def _local_table_path(path: str) -> str | None:
-    """The local file system path of a table location; ``None`` for a remote URI (``s3://``...)."""
-    if path.startswith("file:"):
-        import urllib.parse
-
-        return os.path.abspath(urllib.parse.unquote(urllib.parse.urlparse(path).path) or "/")
-    if "://" in path:
-        return None
-    return os.path.abspath(path)
-
-
-def _check_writable(path: str, sink: str) -> None:
-    """Refuse, when the sink is made, a local table path that cannot be created or written.
-
-    The check is a real one, and leaves nothing behind: the missing directories are made, a
-    probe file is written in the table directory (and in ``_delta_log`` when the table
-    exists), then what was made is removed. Remote URIs (``s3://``, ``abfss://``, ``gs://``...)
-    are not checked here: their store reports a missing bucket or credential at the first
-    write (which :class:`DeltaSinkError` names, after the retries).
-    """
-    import tempfile
-
-    local = _local_table_path(path)
-    if local is None:
-        return
-    existing = local
-    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
-        existing = os.path.dirname(existing)
-    why = None
-    if os.path.exists(local) and not os.path.isdir(local):
-        why = "it is a file, not a directory"
-    elif not os.path.isdir(existing):
-        why = f"{existing} is a file, so the table directory cannot be created under it"
-    if why is None:
-        created: list[str] = []
-        try:
-            missing = []
-            probe_dir = local
-            while probe_dir != existing:
-                missing.append(probe_dir)
-                probe_dir = os.path.dirname(probe_dir)
-            for directory in reversed(missing):
-                os.mkdir(directory)
-                created.append(directory)
-            for directory in (local, os.path.join(local, "_delta_log")):
-                if os.path.isdir(directory):
-                    fd, probe = tempfile.mkstemp(prefix=".eventtime-write-check-", dir=directory)
-                    os.close(fd)
-                    os.remove(probe)
-        except OSError as exc:
-            what = exc.filename if exc.filename else local
-            why = f"{what} cannot be created or written: {exc.strerror or exc}"
-        finally:
-            for directory in reversed(created):
-                try:
-                    os.rmdir(directory)
-                except OSError:
-                    pass
-    if why is not None:
-        raise ValueError(f"{sink}: the table path {path!r} cannot be written: {why}")
-
-
-def _check_name(name: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
-    if not value.strip():
-        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
-    return value
-
-
-def _same_table(a: str, b: str) -> bool:
-    la, lb = _local_table_path(a), _local_table_path(b)
-    if la is not None and lb is not None:
-        return os.path.realpath(la) == os.path.realpath(lb)
-    return a.rstrip("/") == b.rstrip("/")
-
-
-def _not_transient(exc: BaseException) -> bool:
-    """A write error that a retry cannot fix (the data does not fit the table)."""
-    from deltalake.exceptions import SchemaMismatchError
-
-    if isinstance(exc, SchemaMismatchError):
-        return True
-    if "pyspark" in sys.modules:
-        from pyspark.errors import AnalysisException
-
-        return isinstance(exc, AnalysisException)
-    return False
-
-
-def _check_batch_id(batch_id: object) -> int:
-    if isinstance(batch_id, bool) or not isinstance(batch_id, numbers.Integral):
-        raise TypeError(f"batch_id must be an int, got {type(batch_id).__name__}")
-    if batch_id < 0:
-        raise ValueError(f"batch_id must be >= 0, got {batch_id}")
-    return int(batch_id)
-
-
-# ---------------------------------------------------------------------------
-# the sinks
-
-
-FaultInjector = Callable[[int, int], None]
-
-
-class _DeltaSink(abc.ABC):
-    _kind = "base"
-    _what = "rows"
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        pipeline: str,
-        storage_options: Mapping[str, str] | None = None,
-        retries: int = 3,
-        backoff_s: float = 0.5,
-        max_backoff_s: float = 10.0,
-        partition_by: Sequence[str] | None = None,
-        engine: Literal["rust", "spark", "auto"] = "auto",
-        spark: Any = None,
-        fault_injector: FaultInjector | None = None,
-        now: Callable[[], _dt.datetime] | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self.path = _check_path(path)
-        _check_writable(self.path, type(self).__name__)
-        self.pipeline = _check_name("pipeline", pipeline)
-        if storage_options is not None and not isinstance(storage_options, Mapping):
-            raise TypeError(f"storage_options must be a mapping of str to str, got {type(storage_options).__name__}")
-        self.storage_options = dict(storage_options) if storage_options else None
-        if isinstance(retries, bool) or not isinstance(retries, int):
-            raise TypeError(f"retries must be an int, got {type(retries).__name__}")
-        if retries < 0:
-            raise ValueError(f"retries must be >= 0, got {retries}")
-        for name, value in (("backoff_s", backoff_s), ("max_backoff_s", max_backoff_s)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
-            if value < 0:
-                raise ValueError(f"{name} must be >= 0, got {value}")
-        self.retries = retries
-        self.backoff_s = float(backoff_s)
-        self.max_backoff_s = float(max_backoff_s)
-        if partition_by is not None and (
-            isinstance(partition_by, str) or not all(isinstance(c, str) for c in partition_by)
-        ):
-            raise TypeError("partition_by must be a sequence of column names")
-        self.partition_by = list(partition_by) if partition_by else None
-        if engine not in ("rust", "spark", "auto"):
-            raise ValueError(f"engine must be 'rust', 'spark' or 'auto', got {engine!r}")
-        self.engine = engine
-        self.spark = spark
-        self._use_spark: bool | None = None
-        if engine == "spark":
-            self._require_spark_delta(spark if spark is not None else active_session())
-        if fault_injector is not None and not callable(fault_injector):
-            raise TypeError("fault_injector must be callable(batch_id, attempt) or None")
-        self.fault_injector = fault_injector
-        self._now = now or (lambda: _dt.datetime.now(_dt.timezone.utc))
-        self._sleep = sleep
-        self._dt_cache: Any = None
-        self.check_table()
-
-    # -- the engine, the table at the path -------------------------------------------
-
-    def _require_spark_delta(self, spark: Any) -> None:
-        name = type(self).__name__
-        if spark is None:
-            raise ValueError(
-                f"{name}({self.path!r}, engine='spark') needs a Spark session with Delta Lake: pass spark=... "
-                "(e.g. eventtime.local_session(delta=True)), or engine='auto' to write through Spark when the "
-                "session route() runs on has Delta and through delta-rs otherwise"
-            )
-        if not spark_has_delta(spark):
-            raise ValueError(
-                f"{name}({self.path!r}, engine='spark'): the Spark session has no Delta Lake configured "
-                "(delta-spark jars on the class path and spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension): "
-                "make it with eventtime.local_session(delta=True), or use engine='rust' or 'auto'"
-            )
-        self.spark = spark
-        self._use_spark = True
-
-    def _partitioning(self) -> list[str] | None:
-        return self.partition_by or self._default_partition_by()
-
-    def check_table(self) -> None:
-        """Refuse (``ValueError`` naming the path, the table's columns and what to do) an existing
-        Delta table at the path that this sink cannot append to: not of its kind (another
-        sink's table, someone else's ``customer, revenue`` table), a column of another type, or
-        another partitioning. Run when the sink is made and by ``route`` before the query starts."""
-        required, typed = TABLE_COLUMNS[self._kind]
-        check_table_columns(self.path, type(self).__name__, self._what, required, typed, self._partitioning(),
-                            self.storage_options, self.spark if self.engine != "rust" else None)
-
-    def bind_route(self, spark: Any, others: Sequence[Any] = ()) -> None:
-        """Called by ``route(...)`` before the query starts: takes the query's Spark session (the
-        write path of ``engine="auto"`` is chosen by it: delta-spark when it has Delta), refuses
-        another sink of the route that writes another kind of rows to the same table, and checks
-        the table at the path again."""
-        for other in others:
-            other_path = getattr(other, "path", None)
-            if (isinstance(other, _DeltaSink) and other._kind != self._kind and isinstance(other_path, str)
-                    and _same_table(self.path, other_path)):
-                raise ValueError(
-                    f"route: {type(self).__name__} and {type(other).__name__} both write to the Delta table at "
-                    f"{self.path!r}: {self._what} and {other._what} are tables of different columns. "
-                    f"Give each sink a path of its own (e.g. .../results and .../late)."
-                )
-            if (isinstance(other, _DeltaSink) and other._kind == self._kind and isinstance(other_path, str)
-                    and _same_table(self.path, other_path) and other.pipeline == self.pipeline):
-                raise ValueError(
-                    f"route: two {type(self).__name__}s of pipeline {self.pipeline!r} write to the Delta table at "
-                    f"{self.path!r}: they would commit each batch under the same app transaction, and the second "
-                    f"write of a batch would be skipped as already committed. Pass one sink (late=... also gets the "
-                    f"invalid records), or give the second one a path of its own."
-                )
-        if self.engine != "rust" and spark is not None:
-            if self.engine == "spark":
-                if self.spark is None:
-                    self._require_spark_delta(spark)
-            elif self.spark is None or self._use_spark is None:
-                self.spark = spark
-                self._use_spark = spark_has_delta(spark)
-        self.check_table()
-        self.ensure_table()
-
-    def _empty_rows(self) -> pa.Table | None:
-        """The rows of a batch with none in it, when the kind's columns are known before any
-        batch (then the table is created empty before the query starts), else ``None``."""
-        return None
-
-    def ensure_table(self) -> bool:
-        """Create the table, with no rows, when there is none at the path and its columns are
-        known up front (late records, delay histograms), so that it can be read and queried
-        before its first row arrives. True when it was created. Run by ``route`` before the
-        query starts; no app transaction is recorded, so no batch counts as written."""
-        empty = self._empty_rows()
-        if empty is None or self._table() is not None:
-            return False
-        data = self._prepare(empty, 0, "", self._now().astimezone(_dt.timezone.utc))
-        partition_by = self._partitioning()
-        if self._spark_enabled():
-            writer = self.spark.createDataFrame(data).write.format("delta").mode("append")
-            (writer.partitionBy(*partition_by) if partition_by else writer).save(self.path)
-        else:
-            from deltalake import write_deltalake
-
-            write_deltalake(self.path, data, mode="append", partition_by=partition_by,
-                            storage_options=self.storage_options)
-        self._dt_cache = None
-        log.info("eventtime: created the empty %s table at %s", self._kind, self.path)
-        return True
-
-    @property
-    def writer(self) -> str:
-        """The write path this sink uses now: ``"delta-spark"`` or ``"delta-rs"``."""
-        return "delta-spark" if self._spark_enabled() else "delta-rs"
-
-    # -- identity -----------------------------------------------------------
-
-    def app_id(self, query_id: str) -> str:
-        """The Delta app-transaction id for a streaming query: ``eventtime/<kind>/<pipeline>/<query_id>``."""
-        return f"eventtime/{self._kind}/{self.pipeline}/{query_id}"
-
-    def committed_version(self, query_id: str) -> int | None:
-        """The last batch id committed to this table by ``query_id`` (``None``: none)."""
-        dt = self._table()
-        return None if dt is None else dt.transaction_version(self.app_id(query_id))
-
-    def pipeline_query_ids(self) -> list[str]:
-        """The streaming query ids that have written this pipeline's rows to the table.
-
-        Used at start to notice a deleted checkpoint pointed at existing tables: a fresh
-        query id would not be skipped by the idempotency check and would write everything
-        again.
-        """
-        dt = self._table()
-        if dt is None:
-            return []
-        dataset = snapshot_dataset(dt)
-        if "pipeline" not in dataset.schema.names or "query_id" not in dataset.schema.names:
-            return []
-        import pyarrow.dataset as pds
-
-        ids = dataset.to_table(columns=["query_id"], filter=pds.field("pipeline") == self.pipeline).column("query_id")
-        return sorted(str(v) for v in pc.unique(ids).to_pylist() if v is not None)
-
-    # -- internals ------------------------------------------------------------
-
-    def _table(self) -> Any:
-        from deltalake import DeltaTable
-
-        if self._dt_cache is not None:
-            try:
-                self._dt_cache.update_incremental()
-                return self._dt_cache
-            except Exception:  # noqa: BLE001 - reload from scratch below
-                self._dt_cache = None
-        if not DeltaTable.is_deltatable(self.path, self.storage_options):
-            return None
-        self._dt_cache = DeltaTable(self.path, storage_options=self.storage_options)
-        return self._dt_cache
-
-    def _spark_enabled(self) -> bool:
-        if self._use_spark is None:
-            if self.engine == "rust":
-                self._use_spark = False
-            else:  # "auto" without a session from route or spark=: the driver's session, if any
-                spark = self.spark if self.spark is not None else active_session()
-                if spark is None:
-                    return False  # decided when there is a session
-                self.spark = spark
-                self._use_spark = spark_has_delta(spark)
-        return self._use_spark
-
-    @abc.abstractmethod
-    def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime) -> pa.Table:
-        """The rows of one batch as this table stores them."""
-
-    def _default_partition_by(self) -> list[str] | None:
-        return None
-
-    def __call__(self, table: pa.Table, batch_id: int, query_id: str) -> WriteResult:
-        """Append one micro-batch, exactly once per ``(query_id, batch_id)``."""
-        started = time.perf_counter()
-        batch_id = _check_batch_id(batch_id)
-        query_id = _check_name("query_id", query_id)
-        if not isinstance(table, pa.Table):
-            raise TypeError(f"table must be a pyarrow.Table, got {type(table).__name__}")
-        if table.num_rows == 0:
-            return WriteResult(False, 0, 0, skipped="empty", duration_s=time.perf_counter() - started)
-        now = self._now()
-        if now.tzinfo is None:
-            now = now.replace(tzinfo=_dt.timezone.utc)
-        data = self._prepare(table, batch_id, query_id, now.astimezone(_dt.timezone.utc))
-        app_id = self.app_id(query_id)
-        partition_by = self._partitioning()
-        attempts = 0
-        last_exc: BaseException | None = None
-        for attempt in range(self.retries + 1):
-            attempts = attempt + 1
-            try:
-                if self.fault_injector is not None:
-                    self.fault_injector(batch_id, attempt)
-                write = self._write_spark if self._spark_enabled() else self._write_rust
-                result = write(data, batch_id, query_id, app_id, partition_by, attempts)
-                return dataclasses.replace(result, duration_s=time.perf_counter() - started)
-            except Exception as exc:  # noqa: BLE001 - every storage error is retried
-                last_exc = exc
-                self._dt_cache = None
-                if _not_transient(exc):
-                    break
-                if attempt < self.retries:
-                    delay = min(self.max_backoff_s, self.backoff_s * (2**attempt))
-                    log.warning(
-                        "eventtime: writing batch %d of query %s to Delta table %s failed "
-                        "(attempt %d of %d), retrying in %.2fs: %s",
-                        batch_id, query_id, self.path, attempts, self.retries + 1, delay, exc,
-                    )
-                    self._sleep(delay)
-        raise DeltaSinkError(
-            f"could not write batch {batch_id} of query {query_id} to the Delta table at "
-            f"{self.path!r} after {attempts} attempt(s): {type(last_exc).__name__}: {last_exc}",
-            path=self.path,
-            batch_id=batch_id,
-            query_id=query_id,
-            attempts=attempts,
-        ) from last_exc
-
-    def _committed(self, dt: Any, app_id: str, batch_id: int, query_id: str, attempts: int) -> WriteResult | None:
-        """The skip result when ``(app_id, batch_id)`` is already in the table, else ``None``."""
-        committed = None if dt is None else dt.transaction_version(app_id)
-        if committed is None or committed < batch_id:
-            return None
-        log.info(
-            "eventtime: batch %d of query %s already committed to %s (version %d), skipping",
-            batch_id, query_id, self.path, committed,
-        )
-        return WriteResult(False, 0, attempts, skipped="already_committed", version=dt.version())
-
-    def _commit_metadata(self, query_id: str, batch_id: int) -> dict:
-        return {"eventtime.pipeline": self.pipeline, "eventtime.query_id": query_id, "eventtime.batch_id": batch_id}
-
-    def _write_spark(
-        self, data: pa.Table, batch_id: int, query_id: str, app_id: str,
-        partition_by: list[str] | None, attempts: int,
-    ) -> WriteResult:
-        """One attempt through Spark's Delta writer. delta-spark refuses a ``txnVersion`` the
-        table already has for ``txnAppId`` in the commit itself; the delta-rs read of the
-        table's log before it only tells the skip apart (and is left out when delta-rs cannot
-        read the table)."""
-        try:
-            dt = self._table()
-        except Exception as exc:  # noqa: BLE001 - a table delta-rs cannot open: Spark still skips
-            log.debug("eventtime: delta-rs cannot read %s (%s); relying on delta-spark's txn check", self.path, exc)
-            dt = None
-        else:
-            skipped = self._committed(dt, app_id, batch_id, query_id, attempts)
-            if skipped is not None:
-                return skipped
-        before = None if dt is None else dt.version()
-        write_via_spark(self.spark, data, self.path, app_id, batch_id, partition_by,
-                        user_metadata=self._commit_metadata(query_id, batch_id))
-        try:
-            dt = self._table()
-        except Exception:  # noqa: BLE001
-            return WriteResult(True, data.num_rows, attempts)
-        version = None if dt is None else dt.version()
-        if dt is not None and before is not None and version == before:  # delta-spark skipped it (a race)
-            return WriteResult(False, 0, attempts, skipped="already_committed", version=version)
-        return WriteResult(True, data.num_rows, attempts, version=version)
-
-    def _write_rust(
-        self, data: pa.Table, batch_id: int, query_id: str, app_id: str,
-        partition_by: list[str] | None, attempts: int,
-    ) -> WriteResult:
-        from deltalake import CommitProperties, Transaction, write_deltalake
-
-        dt = self._table()
-        skipped = self._committed(dt, app_id, batch_id, query_id, attempts)
-        if skipped is not None:
-            return skipped
-        props = CommitProperties(
-            app_transactions=[Transaction(app_id, batch_id)],
-            custom_metadata=self._commit_metadata(query_id, batch_id),
-        )
-        write_deltalake(
-            dt if dt is not None else self.path,
-            data,
-            mode="append",
-            schema_mode="merge",
-            partition_by=partition_by,
-            storage_options=self.storage_options,
-            commit_properties=props,
-        )
-        dt = self._table()
-        return WriteResult(True, data.num_rows, attempts, version=None if dt is None else dt.version())
-
-
-class DeltaLateSink(_DeltaSink):
+class DeltaLateSink(DeltaSink):
     """Durable side output: every late and invalid record, one row each.
 
     ``route`` creates the table, empty, before the query starts (so it can be queried before
@@ -610,8 +103,8 @@ class DeltaLateSink(_DeltaSink):
             return None
         if self._delays_sink is None:
             self._delays_sink = DeltaDelaySink(
-                self.delays_path, self.pipeline, storage_options=self.storage_options, retries=self.retries,
-                backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s, engine=self.engine, spark=self.spark,
+                self.delays_path, self.pipeline, storage_options=self.storage_options, retries=self.policy.retries,
+                backoff_s=self.policy.backoff_s, max_backoff_s=self.policy.max_backoff_s, engine=self.engine, spark=self.spark,
                 now=self._now, sleep=self._sleep)
         return self._delays_sink
 
@@ -625,7 +118,7 @@ class DeltaLateSink(_DeltaSink):
         return _prepare_records(table, self.pipeline, query_id, batch_id, now)
 
 
-class DeltaResultsSink(_DeltaSink):
+class DeltaResultsSink(DeltaSink):
     """Window panes, appended with their timing and index.
 
     Every pane row gets ``pipeline, query_id, batch_id, written_at`` and ``key`` (JSON of
@@ -688,7 +181,7 @@ class DeltaResultsSink(_DeltaSink):
         return _prepare_panes(table, self.pipeline, query_id, batch_id, now, self.key_columns)
 
 
-class DeltaDelaySink(_DeltaSink):
+class DeltaDelaySink(DeltaSink):
     """The delay histograms (``route(..., delays=...)``): per batch, source partition and
     delay bin, how many valid records arrived that far behind the running maximum event time;
     ``eventtime late advise`` reads them (the bins: :mod:`eventtime.query.advise`).

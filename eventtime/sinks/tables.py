@@ -236,3 +236,80 @@ def compact(
             enforce_retention_duration=enforce_retention_duration,
         )
     return {"compact": metrics, "vacuumed": list(vacuumed)}
+
+
+def _local_table_path(path: str) -> str | None:
+    """The local file system path of a table location; ``None`` for a remote URI (``s3://``...)."""
+    if path.startswith("file:"):
+        import urllib.parse
+
+        return os.path.abspath(urllib.parse.unquote(urllib.parse.urlparse(path).path) or "/")
+    if "://" in path:
+        return None
+    return os.path.abspath(path)
+
+
+def _check_writable(path: str, sink: str) -> None:
+    """Refuse, when the sink is made, a local table path that cannot be created or written.
+
+    The check is a real one, and leaves nothing behind: the missing directories are made, a
+    probe file is written in the table directory (and in ``_delta_log`` when the table
+    exists), then what was made is removed. Remote URIs (``s3://``, ``abfss://``, ``gs://``...)
+    are not checked here: their store reports a missing bucket or credential at the first
+    write (which :class:`DeltaSinkError` names, after the retries).
+    """
+    import tempfile
+
+    local = _local_table_path(path)
+    if local is None:
+        return
+    existing = local
+    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    why = None
+    if os.path.exists(local) and not os.path.isdir(local):
+        why = "it is a file, not a directory"
+    elif not os.path.isdir(existing):
+        why = f"{existing} is a file, so the table directory cannot be created under it"
+    if why is None:
+        created: list[str] = []
+        try:
+            missing = []
+            probe_dir = local
+            while probe_dir != existing:
+                missing.append(probe_dir)
+                probe_dir = os.path.dirname(probe_dir)
+            for directory in reversed(missing):
+                os.mkdir(directory)
+                created.append(directory)
+            for directory in (local, os.path.join(local, "_delta_log")):
+                if os.path.isdir(directory):
+                    fd, probe = tempfile.mkstemp(prefix=".eventtime-write-check-", dir=directory)
+                    os.close(fd)
+                    os.remove(probe)
+        except OSError as exc:
+            what = exc.filename if exc.filename else local
+            why = f"{what} cannot be created or written: {exc.strerror or exc}"
+        finally:
+            for directory in reversed(created):
+                try:
+                    os.rmdir(directory)
+                except OSError:
+                    pass
+    if why is not None:
+        raise ValueError(f"{sink}: the table path {path!r} cannot be written: {why}")
+
+
+def _check_name(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    if not value.strip():
+        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _same_table(a: str, b: str) -> bool:
+    la, lb = _local_table_path(a), _local_table_path(b)
+    if la is not None and lb is not None:
+        return os.path.realpath(la) == os.path.realpath(lb)
+    return a.rstrip("/") == b.rstrip("/")

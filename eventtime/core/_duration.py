@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import re
 from datetime import date, datetime, timedelta, timezone
-from typing import Union
-
-Duration = Union[int, timedelta, str]
 
 _UNIT_MS = {
     "ms": 1,

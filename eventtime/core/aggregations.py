@@ -17,8 +17,6 @@ from .kinds import BUILTIN_AGGREGATIONS, COUNT, FIRST, LAST, MAX, MEAN, MIN, SUM
 
 __all__ = ["Aggregation", "count", "sum", "min", "max", "mean", "first", "last", "aggregate", "mean_of"]
 
-BUILTIN_KINDS = BUILTIN_AGGREGATIONS
-
 
 def _is_null(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
@@ -79,8 +77,8 @@ class Aggregation:
 
     def __post_init__(self) -> None:
         _check_name(self.kind, "kind")
-        if self.kind not in BUILTIN_KINDS + (UDAF,):
-            raise ValueError(f"kind must be one of {BUILTIN_KINDS + (UDAF,)}, got {self.kind!r}")
+        if self.kind not in BUILTIN_AGGREGATIONS + (UDAF,):
+            raise ValueError(f"kind must be one of {BUILTIN_AGGREGATIONS + (UDAF,)}, got {self.kind!r}")
         _check_name(self.name, "name")
         if self.kind != COUNT:
             _check_name(self.column, "column")

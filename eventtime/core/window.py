@@ -31,9 +31,6 @@ class Window(NamedTuple):
         """The largest event time inside the window: ``end_ms - 1``."""
         return self.end_ms - 1
 
-    def contains(self, ts_ms: int) -> bool:
-        return self.start_ms <= ts_ms < self.end_ms
-
 
 class WindowAssigner(abc.ABC):
     """Base of the window assigners: which windows an event time belongs to."""

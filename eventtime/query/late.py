@@ -22,9 +22,6 @@ Example:
 
 The Spark reader, :func:`read_late_spark`, reads exactly the Parquet files of the
 current Delta snapshot (``DeltaTable.file_uris()``), so it needs no delta-spark.
-
-Why one module of over 400 lines: the pyarrow and Spark readers, the summary and the
-filters share ``LateFilter``, the one statement of the filters.
 """
 
 from __future__ import annotations

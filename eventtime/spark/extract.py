@@ -34,10 +34,6 @@ The transform adds internal columns (all prefixed ``__et_``):
   event time, so invalid records never move the watermark (measured, Spark 4.3).
 
 The settings are kept as metadata of ``__et_ms`` for :func:`window_aggregate`.
-
-Why one module of about 400 lines: each input type's parsing (numbers in four units,
-ISO-8601 and strptime strings, dates, local times in a zone) is a Spark SQL expression
-written next to the others, as core/timestamps.py writes them in Python.
 """
 
 from __future__ import annotations
@@ -417,17 +413,11 @@ def with_event_time(
         else:  # a text's parse may leave ms null without a reason: "no reason" as it is
             df = df.withColumn("__et_reason", _reason_of(every))
             df = df.withColumn("__et_valid", F.col("__et_reason").isNull())
-        settings = {
+        settings = {  # what window_aggregate reads (event_time_settings)
             "column": column,
-            "unit": unit,
-            "fmt": fmt,
-            "tz": tz,
             "max_out_of_orderness_ms": b_ms,
             "min_valid_ms": min_valid_ms,
             "max_future_ms": max_future_ms,
-            "now_ms": now_ms,
-            "string_fallback": _string_fallback,
-            "corrupt_record_col": corrupt,
         }
         control = None
         if df.isStreaming:

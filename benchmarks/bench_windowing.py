@@ -436,7 +436,7 @@ def main(argv=None) -> int:
             # 8 MB per state store by default. The scale suite's state outgrows it (eventtime's
             # SST files reach about 36 MB, native's 23 MB); from then on most reads miss and
             # both engines' batch times grow with the state held, which a job sized for its state
-            # would not see (README, "Known limitations"). 128 MB holds the suite's state; a
+            # would not see (docs/limitations.md, "State size"). 128 MB holds the suite's state; a
             # lookup in a larger store still costs more (more files and levels), in both engines.
             # `--conf spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB=8` measures the default.
             "spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB": "128",

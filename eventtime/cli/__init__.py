@@ -65,7 +65,7 @@ def build_parser(hard_exit: bool = True) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     replay = sub.add_parser("replay", help="run a scenario file through an engine and print the panes as JSON")
-    replay.add_argument("scenario", help="scenario JSON file (see README, 'replay')")
+    replay.add_argument("scenario", help="scenario JSON file (see docs/replay.md)")
     replay.add_argument("--engine", choices=("reference", "spark"), default="reference", help="default: reference")
     replay.add_argument("--pretty", action="store_true", help="indent the JSON output")
     replay.add_argument("--merged-from", action="store_true",

@@ -1,7 +1,7 @@
 """Scenario files: the input and output contract of ``eventtime replay``.
 
 A scenario describes one windowed aggregation (count and sum of ``value`` per ``key``) and
-a sequence of micro-batches; the output has one entry per batch. See README, "replay".
+a sequence of micro-batches; the output has one entry per batch. See docs/replay.md.
 """
 
 from __future__ import annotations

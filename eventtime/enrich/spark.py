@@ -6,7 +6,7 @@ per step on it: the in-flight cap, the rate limit and the cache are per worker, 
 lookup object of the first task is kept, so a client session it opens lazily is reused.
 No thread is started; a chunk's lookup is a task on the loop.
 
-Counting (docs: README "Async enrichment"): the step observes ``eventtime_enrich_<output>``
+Counting (docs/enrichment.md, "How failures are counted"): the step observes ``eventtime_enrich_<output>``
 (``StreamingQueryProgress.observedMetrics``: rows, failed, failed per reason, from the error
 column), and its workers add their counters (requests, retries, cache hits...) to a Spark
 accumulator that :class:`eventtime.route` reads after each batch into

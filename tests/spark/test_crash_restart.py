@@ -216,7 +216,7 @@ def _rows(table: list[tuple]) -> list[dict]:
 
 
 def assert_regrouped_run_is_consistent(base_tables: dict, got: dict) -> None:
-    """The restart regrouped micro-batches (README, known limitations): a batch after it
+    """The restart regrouped micro-batches (docs/limitations.md, "Checkpoints and restarts"): a batch after it
     covers input files the uninterrupted run read in separate batches, so it starts from an
     earlier watermark. Then no record may be later than it was in the uninterrupted run, and
     each window's final aggregate must be the uninterrupted run's plus exactly the records
@@ -375,7 +375,7 @@ def test_deleted_checkpoint_with_existing_tables_is_refused_unless_fresh_start(b
 
 def test_kill_between_the_file_source_log_and_the_offset_log_regroups_batches_consistently(baseline, warm,
                                                                                           killed_after_commit):
-    # The state a kill leaves in that window (README, known limitations), made exactly: the
+    # The state a kill leaves in that window (docs/limitations.md, "Checkpoints and restarts"), made exactly: the
     # run killed as batch 4 started had logged batch 4 in the file source's log and in the
     # offset log; without the offset log entry, the restart plans batch 4 anew and the file
     # source adds its next file to the one it had logged.

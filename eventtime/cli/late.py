@@ -24,8 +24,7 @@ Example:
     >>> args.late_command, args.format
     ('summary', 'json')
 
-Why one module of over 450 lines: the four subcommands' argument parsing, output and
-exit codes, which share the table opening and error reporting.
+The arguments of each command: :mod:`eventtime.cli.late_args`.
 """
 
 from __future__ import annotations
@@ -36,10 +35,10 @@ import json
 import logging
 import os
 import sys
-from typing import Any, Callable, Sequence, TextIO
+from typing import Any, Sequence, TextIO
 
-from ..core.kinds import RECORD_KINDS
-from ..core.timestamps import INVALID_REASONS, TOO_LATE
+from ..core._duration import human_ms
+from .late_args import add_late_group
 
 __all__ = ["register", "main", "run"]
 
@@ -50,107 +49,13 @@ class CliError(Exception):
     """A user error: printed as one line, exit code 2."""
 
 
-def _iso_arg(name: str) -> Callable[[str], Any]:
-    def parse(text: str) -> Any:
-        from eventtime.query.late import parse_instant
-
-        try:
-            return parse_instant(name, text)
-        except (TypeError, ValueError) as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    parse.__name__ = name
-    return parse
-
-
-def _positive_int(name: str, minimum: int = 0) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{name} must be >= {minimum}, got {value}")
-        return value
-
-    parse.__name__ = name
-    return parse
-
-
-def _storage_option(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"--storage-option must be KEY=VALUE, got {text!r}")
-    return key, value
-
-
 def register(subparsers: Any, hard_exit: bool = True) -> argparse.ArgumentParser:
     """Add the ``late`` command group to an ``argparse`` sub-parsers object.
 
     Each command sets ``args.func(args) -> int``; with ``hard_exit`` it flushes the
     output and calls ``os._exit(code)`` instead of returning.
     """
-    late = subparsers.add_parser("late", help="inspect and maintain a late-data Delta table")
-    sub = late.add_subparsers(dest="late_command", metavar="{summary,show,plot,advise,optimize}")
-    sub.required = True
-
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--table", required=True, metavar="PATH", help="late-data Delta table path or URI")
-        p.add_argument(
-            "--storage-option", action="append", type=_storage_option, default=[], metavar="KEY=VALUE",
-            help="delta-rs storage option (repeatable)",
-        )
-
-    def filters(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--reason", action="append", choices=REASONS, metavar="REASON",
-                       help=f"filter on reason (repeatable): {', '.join(REASONS)}")
-        p.add_argument("--kind", action="append", choices=list(RECORD_KINDS), help="filter on kind")
-        p.add_argument("--partition", action="append", help="filter on source partition (repeatable)")
-        p.add_argument("--key", help='key filter: JSON object, col=value, or a value')
-        p.add_argument("--since", type=_iso_arg("--since"), help="inclusive lower time bound (ISO-8601, naive = UTC)")
-        p.add_argument("--until", type=_iso_arg("--until"), help="exclusive upper time bound (ISO-8601)")
-        p.add_argument(
-            "--time-column", choices=["event_time", "detected_at"], default="detected_at",
-            help="column --since/--until apply to (default detected_at: invalid records have no event time)",
-        )
-        p.add_argument("--pipeline", help="filter on pipeline name")
-
-    p = sub.add_parser("summary", help="counts by reason, partition, hour; worst lateness; top keys")
-    common(p)
-    filters(p)
-    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
-    p.add_argument("--top", type=_positive_int("--top", 1), default=10, help="number of top keys")
-
-    p = sub.add_parser("show", help="list late/invalid records")
-    common(p)
-    filters(p)
-    p.add_argument("--limit", type=_positive_int("--limit"), default=50)
-    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
-
-    p = sub.add_parser("plot", help="PNG: late records over time by reason + lateness histogram")
-    common(p)
-    filters(p)
-    p.add_argument("--output", required=True, metavar="FILE.png")
-
-    p = sub.add_parser("advise", help="the B and L that would have kept 99 / 99.9 / 99.99 %% of records on time")
-    common(p)
-    p.add_argument("--stats", "--delays", dest="delays", metavar="PATH",
-                   help="delay table written by route(..., delays=DeltaDelaySink(...)) (default: 'delays' beside --table)")
-    p.add_argument("--results", metavar="PATH", help="results table: adds the extra state in window-ms")
-    p.add_argument("--target", action="append", type=float, metavar="SHARE",
-                   help="on-time share to advise for, e.g. 0.999 (repeatable; default 0.99, 0.999, 0.9999)")
-    p.add_argument("--pipeline", help="only this pipeline's delays")
-    p.add_argument("--format", choices=["text", "json"], default="text")
-    p.add_argument("--plot", metavar="FILE.png", help="also plot the delay distribution with B and B + L marked")
-
-    p = sub.add_parser("optimize", help="compact small files (and optionally vacuum)")
-    common(p)
-    p.add_argument("--target-size", type=_positive_int("--target-size", 1), help="target file size in bytes")
-    p.add_argument("--vacuum", action="store_true", help="also vacuum unreferenced files")
-    p.add_argument("--retention-hours", type=_positive_int("--retention-hours"), help="vacuum retention")
-    p.add_argument("--dry-run", action="store_true", help="vacuum: list files only")
-    p.add_argument("--format", choices=["table", "json"], default="table")
-
+    late = add_late_group(subparsers)
     late.set_defaults(func=_hard_exit_run if hard_exit else run)
     return late
 
@@ -196,9 +101,6 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
 def _options(args: argparse.Namespace) -> dict[str, str] | None:
     return dict(args.storage_option) if args.storage_option else None
-
-
-REASONS = (TOO_LATE, *INVALID_REASONS)
 
 
 def _check_table(args: argparse.Namespace) -> None:
@@ -253,6 +155,9 @@ def _summary(args: argparse.Namespace, out: TextIO) -> int:
                 w.writerow([section, name, count])
         for item in summary["top_keys"]:
             w.writerow(["top_keys", item["key"], item["count"]])
+    elif not summary["total"]:
+        out.write(f"late-data table {args.table}\n  no late or invalid records"
+                  f"{' match the filters' if _filtered(args) else ' yet'}\n")
     else:
         lines = [
             f"late-data table {args.table}",
@@ -276,10 +181,12 @@ def _summary(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _filtered(args: argparse.Namespace) -> bool:
+    return any(getattr(args, name, None) for name in ("reason", "kind", "partition", "key", "since", "until", "pipeline"))
+
+
 def _fmt_ms(ms: float | None) -> str:
-    if ms is None:
-        return "-"
-    return f"{ms:.0f} ms ({ms / 1000:.1f} s)"
+    return "-" if ms is None else human_ms(ms)
 
 
 _SHOW_COLUMNS = [
@@ -408,41 +315,52 @@ def _optimize(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _advise(args: argparse.Namespace, out: TextIO) -> int:
-    from ..query.advise import DEFAULT_TARGETS, advise, plot_delays
+    from deltalake import DeltaTable
 
-    options = dict(args.storage_option)
-    delays = args.delays or os.path.join(os.path.dirname(os.path.abspath(args.table)), "delays")
+    from ..query.advise import DEFAULT_TARGETS, advise, plot_delays
+    from ..query.late import NotALateTableError
+
+    def is_delta(path: str) -> bool:
+        try:
+            return bool(DeltaTable.is_deltatable(path, options))
+        except Exception:  # noqa: BLE001 - an unreachable store: not a table we can read
+            return False
+
+    options = _options(args)
     targets = tuple(args.target) if args.target else DEFAULT_TARGETS
     for t in targets:
         if not 0 < t <= 1:
             raise CliError(f"--target must be a share in (0, 1], got {t}")
+    how = "DeltaLateSink(path) writes one at <path>_delays by default (older jobs: route(..., delays=DeltaDelaySink(path)))"
+    table = args.table.rstrip("/")
+    beside = (table.rsplit("/", 1)[0] + "/delays" if "://" in table
+              else os.path.join(os.path.dirname(os.path.abspath(table)), "delays"))
+    tried = [args.delays] if args.delays else [table + "_delays", beside]
+    delays = next((path for path in tried if is_delta(path)), None)
+    if delays is None and args.delays:
+        raise CliError(f"--stats {args.delays!r} is not a delay table (no Delta table there); {how}")
+    if delays is None:
+        raise CliError(f"no delay table at {tried[0]!r} or {tried[1]!r}: {how}; or give --stats PATH")
+    if args.results and not is_delta(args.results):
+        raise CliError(f"--results {args.results!r}: no Delta table there (give the results table)")
+    if args.plot and os.path.isdir(args.plot):
+        raise CliError(f"--plot {args.plot!r} is a directory; give a file name such as delays.png")
+    late = args.table if is_delta(args.table) else None
     try:
-        advice = advise(delays, targets, results=args.results, pipeline=args.pipeline, storage_options=options)
-    except Exception as exc:  # a missing or unreadable table: name it
-        if type(exc).__name__ in ("TableNotFoundError", "FileNotFoundError"):
-            raise CliError(f"--stats {delays!r} is not a delay table ({exc}); write one with "
-                           "route(..., delays=eventtime.sinks.DeltaDelaySink(path))") from None
-        raise
-    late = None
-    if os.path.exists(os.path.join(args.table, "_delta_log")) or "://" in args.table:
-        import pyarrow.compute as pc
-
-        from ..query.late import open_late_table
-        from ..sinks import snapshot_dataset
-
-        table = snapshot_dataset(open_late_table(args.table, options)).to_table(columns=["kind"])
-        late = int(pc.sum(pc.equal(table.column("kind"), "late")).as_py() or 0)
+        advice = advise(delays, targets, results=args.results, pipeline=args.pipeline, storage_options=options, late=late)
+    except NotALateTableError as exc:
+        raise CliError(f"--table {exc}") from None
     if args.plot:
         plot_delays(advice, args.plot)
     if args.format == "json":
-        out.write(json.dumps({**advice.to_json(), "late_records_in_table": late, "delays_table": delays,
-                              "plot": args.plot}, default=str) + "\n")
-    else:
-        out.write(advice.describe() + "\n")
-        if late is not None:
-            out.write(f"  late records in {args.table}: {late}\n")
-        if args.plot:
-            out.write(f"wrote {args.plot}\n")
+        out.write(json.dumps({**advice.to_json(), "late_records_in_table": advice.late_records, "plot": args.plot},
+                             default=str) + "\n")
+        return 0
+    out.write(advice.describe() + "\n")
+    if late is None:
+        out.write(f"  no late table at {args.table!r}: the late records' counts and partitions need it\n")
+    if args.plot:
+        out.write(f"wrote {args.plot}\n")
     return 0
 
 

@@ -102,8 +102,33 @@ def test_no_import_cycle():
             visit(name, [name])
 
 
-def test_long_modules_say_why_at_their_top():
+# Modules may be up to LIMIT lines; the few above it, each with its budget and the reason a
+# reviewer accepted (a budget, not a comment: growing past it fails until the module is split
+# or the budget argued again here).
+LIMIT = 400
+BUDGET = {
+    "eventtime/sinks/batch.py": (420, "one batch's transaction, the statement retry inside it and the halving that "
+                                      "isolates refused rows share the open connection and its savepoints"),
+    "eventtime/sinks/delta_write.py": (430, "the exactly-once write through either writer (delta-rs, delta-spark), "
+                                            "with the table checks made before the query starts"),
+    "eventtime/spark/aggregate.py": (415, "window_aggregate's checks of every parameter and column type, then one spec"),
+    "eventtime/spark/router.py": (420, "one Router's state over its query's life: sinks, checkpoint, batch watermark"),
+    "eventtime/spark/extract.py": (485, "each input type's parsing is a Spark SQL expression written next to the "
+                                        "others, as core/timestamps.py writes them in Python"),
+    "eventtime/query/late.py": (445, "the pyarrow and Spark readers, the summary and the filters share LateFilter"),
+    "eventtime/jvm/src/eventtime/jvm/WindowOperator.java": (610, "to split (issue 38): slices, output rows, timers"),
+    "eventtime/jvm/src/eventtime/jvm/Acc.java": (420, "to split (issue 38): the byte codec belongs in Bytes"),
+}
+
+
+def test_modules_keep_to_their_size_budget():
+    over = {}
     for path in [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.java")]:
-        text = path.read_text()
-        if text.count("\n") > 420:
-            assert "Why one " in text[:3000], f"{path.relative_to(PACKAGE.parent)}: {text.count(chr(10))} lines, no reason"
+        name = str(path.relative_to(PACKAGE.parent))
+        lines = path.read_text().count("\n")
+        limit = BUDGET.get(name, (LIMIT, ""))[0]
+        if lines > limit:
+            over[name] = (lines, limit)
+    assert not over, f"modules over their budget (lines, budget): {over}"
+    gone = [name for name in BUDGET if not (PACKAGE.parent / name).exists()]
+    assert not gone, f"budgets of modules that no longer exist: {gone}"

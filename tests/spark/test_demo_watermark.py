@@ -84,7 +84,16 @@ def test_the_demo_records_delays_of_every_valid_record_after_its_first_batch_and
     advice = advise(str(path / "late_delays"))
     assert advice.records == expected > 0
     assert (advice.current_b_ms, advice.current_l_ms) == (10_000, 180_000)
-    assert advice.choices and advice.choices[0].b_ms == 10_000
+    text = advice.describe()
+    assert text.splitlines()[:3] == [
+        "lateness advice for the global watermark (W = max event time - B)",
+        f"  delays: {expected:,} valid records in 4 partitions behind the running maximum event time "
+        f"({path / 'late_delays'})",
+        "  today: B = 10 s, L = 3 min",
+    ], text
+    assert advice.choices and all(c.b_ms == 10_000 for c in advice.choices)
+    ls = [c.l_ms for c in advice.choices]
+    assert ls == sorted(ls) and len(set(ls)) == len(ls)  # one line per distinct L, never decreasing
 
 
 def test_the_watermarks_tick_batches_are_not_counted_as_input(demo):

@@ -3,6 +3,8 @@ histograms `eventtime late advise` reads are written beside it without being ask
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 
 import pytest
@@ -34,7 +36,10 @@ def test_the_late_table_can_be_queried_before_its_first_late_record(spark, tmp_p
                     pipeline="orders")
     assert read_late(late_path).num_rows == 0
     assert read_late_pandas(late_path, partition=2).empty
-    assert late_main(["late", "summary", "--table", late_path], hard_exit=False) == 0
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert late_main(["late", "summary", "--table", late_path], hard_exit=False) == 0
+    assert out.getvalue() == f"late-data table {late_path}\n  no late or invalid records yet\n"
     # the delay table beside it exists as well, empty, and of the delays kind
     assert os.path.isdir(os.path.join(late_path + "_delays", "_delta_log"))
     DeltaDelaySink(late_path + "_delays", pipeline="orders")  # accepted: a delay table, not a foreign one

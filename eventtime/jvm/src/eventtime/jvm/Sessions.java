@@ -64,20 +64,20 @@ final class Sessions {
   static Sessions decode(Spec spec, int na, byte[] bytes) {
     Sessions st = new Sessions(spec, na);
     Bytes.In in = new Bytes.In(bytes);
-    st.indexedEvent = Acc.readVarLong(in);
-    int n = (int) Acc.readVarLong(in);
+    st.indexedEvent = in.readVarLong();
+    int n = (int) in.readVarLong();
     long previous = 0;
     for (int k = 0; k < n; k++) {
       Sess s = new Sess();
-      s.start = previous + Acc.readVarLong(in);
-      s.end = s.start + Acc.readVarLong(in);
+      s.start = previous + in.readVarLong();
+      s.end = s.start + in.readVarLong();
       previous = s.start;
       s.fired = in.readBoolean();
-      s.nextIndex = Acc.readVarLong(in);
-      int shown = (int) Acc.readVarLong(in);
+      s.nextIndex = in.readVarLong();
+      int shown = (int) in.readVarLong();
       for (int j = 0; j < shown; j++) {
-        long ws = Acc.readVarLong(in);
-        s.shown.put(ws, ws + Acc.readVarLong(in));
+        long ws = in.readVarLong();
+        s.shown.put(ws, ws + in.readVarLong());
       }
       s.all = new Acc[na];
       for (int i = 0; i < na; i++) s.all[i] = Acc.read(spec, i, in);
@@ -92,19 +92,19 @@ final class Sessions {
 
   byte[] encode() {
     Bytes.Out out = new Bytes.Out(64);
-    Acc.writeVarLong(out, indexedEvent);
-    Acc.writeVarLong(out, byStart.size());
+    out.writeVarLong(indexedEvent);
+    out.writeVarLong(byStart.size());
     long previous = 0;
     for (Sess s : byStart.values()) {
-      Acc.writeVarLong(out, s.start - previous);
-      Acc.writeVarLong(out, s.end - s.start);
+      out.writeVarLong(s.start - previous);
+      out.writeVarLong(s.end - s.start);
       previous = s.start;
       out.writeBoolean(s.fired);
-      Acc.writeVarLong(out, s.nextIndex);
-      Acc.writeVarLong(out, s.shown.size());
+      out.writeVarLong(s.nextIndex);
+      out.writeVarLong(s.shown.size());
       for (Map.Entry<Long, Long> e : s.shown.entrySet()) {
-        Acc.writeVarLong(out, e.getKey());
-        Acc.writeVarLong(out, e.getValue() - e.getKey());
+        out.writeVarLong(e.getKey());
+        out.writeVarLong(e.getValue() - e.getKey());
       }
       for (int i = 0; i < na; i++) s.all[i].write(spec, i, out);
       if (spec.discarding) for (int i = 0; i < na; i++) s.since[i].write(spec, i, out);

@@ -95,10 +95,10 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     if (bytes == null) return null;
     Bytes.In in = new Bytes.In(bytes);
     Meta m = newMeta();
-    m.w = Acc.readVarLong(in);
-    m.timer = Acc.readVarLong(in);
-    int n = (int) Acc.readVarLong(in);
-    for (int i = 0; i < n; i++) m.windows.add(Acc.readVarLong(in));
+    m.w = in.readVarLong();
+    m.timer = in.readVarLong();
+    int n = (int) in.readVarLong();
+    for (int i = 0; i < n; i++) m.windows.add(in.readVarLong());
     if (m.due != null) m.due.read(in);
     return m;
   }
@@ -116,10 +116,10 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
       return;
     }
     Bytes.Out out = new Bytes.Out(32);
-    Acc.writeVarLong(out, m.w);
-    Acc.writeVarLong(out, m.timer);
-    Acc.writeVarLong(out, m.windows.size());
-    for (long ws : m.windows) Acc.writeVarLong(out, ws);
+    out.writeVarLong(m.w);
+    out.writeVarLong(m.timer);
+    out.writeVarLong(m.windows.size());
+    for (long ws : m.windows) out.writeVarLong(ws);
     if (m.due != null) m.due.write(out);
     meta.update(out.toByteArray());
   }
@@ -127,36 +127,36 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   private KeyState decode(byte[] bytes) {
     Bytes.In in = new Bytes.In(bytes);
     KeyState st = new KeyState();
-    int ns = (int) Acc.readVarLong(in);
+    int ns = (int) in.readVarLong();
     long start = 0;
     for (int s = 0; s < ns; s++) {
-      start = s == 0 ? Acc.readVarLong(in) : start + Acc.readVarLong(in) * spec.sliceMs;
+      start = s == 0 ? in.readVarLong() : start + in.readVarLong() * spec.sliceMs;
       Acc[] accs = new Acc[lay.na];
       for (int i = 0; i < lay.na; i++) accs[i] = Acc.read(spec, i, in);
       st.slices.put(start, accs);
     }
-    int np = (int) Acc.readVarLong(in);
-    for (int p = 0; p < np; p++) st.panes.put(Acc.readVarLong(in), Acc.readVarLong(in));
+    int np = (int) in.readVarLong();
+    for (int p = 0; p < np; p++) st.panes.put(in.readVarLong(), in.readVarLong());
     return st;
   }
 
   /** Compact: variable-length integers, slice starts as deltas. */
   private byte[] encode(KeyState st) {
     Bytes.Out out = new Bytes.Out(48);
-    Acc.writeVarLong(out, st.slices.size());
+    out.writeVarLong(st.slices.size());
     long previous = 0;
     boolean first = true;
     for (Map.Entry<Long, Acc[]> e : st.slices.entrySet()) {
-      Acc.writeVarLong(out, first ? e.getKey() : (e.getKey() - previous) / spec.sliceMs);
+      out.writeVarLong(first ? e.getKey() : (e.getKey() - previous) / spec.sliceMs);
       previous = e.getKey();
       first = false;
       Acc[] accs = e.getValue();
       for (int i = 0; i < lay.na; i++) accs[i].write(spec, i, out);
     }
-    Acc.writeVarLong(out, st.panes.size());
+    out.writeVarLong(st.panes.size());
     for (Map.Entry<Long, Long> e : st.panes.entrySet()) {
-      Acc.writeVarLong(out, e.getKey());
-      Acc.writeVarLong(out, e.getValue());
+      out.writeVarLong(e.getKey());
+      out.writeVarLong(e.getValue());
     }
     return out.toByteArray();
   }

@@ -37,7 +37,7 @@ public final class Acc {
     switch (kind) {
       case Spec.SUM:
       case Spec.MEAN:
-        if (spec.aggIntegral[i]) add128(((Number) value).longValue(), value);
+        if (spec.aggIntegral[i]) add128(((Number) value).longValue());
         else if (spec.aggDecimal[i]) v = v == null ? value : ((BigDecimal) v).add((BigDecimal) value);
         else d += ((Number) value).doubleValue();
         n++;
@@ -69,7 +69,8 @@ public final class Acc {
     }
   }
 
-  private void add128(long x, Object value) {
+  /** hi * 2^64 + unsigned lo += x (sign-extended). */
+  private void add128(long x) {
     long r = lo + x;
     long carry = Long.compareUnsigned(r, lo) < 0 ? 1 : 0;
     hi += (x >> 63) + carry;
@@ -123,17 +124,6 @@ public final class Acc {
       default:
         throw new IllegalArgumentException("eventtime: unknown aggregation kind " + spec.aggKinds[i]);
     }
-  }
-
-  public Acc copy() {
-    Acc c = new Acc();
-    c.n = n;
-    c.t = t;
-    c.lo = lo;
-    c.hi = hi;
-    c.d = d;
-    c.v = v;
-    return c;
   }
 
   private BigInteger big() {

@@ -262,26 +262,25 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   // --- the rules -----------------------------------------------------------------------------
 
   /**
-   * One key from wPrev to W: fire every window with wPrev < m <= W, purge every window with
-   * m + L <= W. Returns whether the key's state changed.
+   * One key from wPrev to W: fire every window due under W and not under wPrev, purge every
+   * window expired under W. Returns whether the key's state changed.
    */
   private boolean sweep(KeyState st, long wPrev, long watermark, Row key, List<Row> out) {
     if (watermark <= wPrev) return false;
-    long lateness = spec.latenessMs;
     boolean changed = false;
     TreeSet<Long> starts = new TreeSet<>();
     for (long s : st.slices.keySet()) starts.addAll(spec.windowsOfSlice(s));
     for (long ws : starts) {
-      long m = spec.maxTs(ws);
+      long end = spec.windowEnd(ws);
       if (spec.finalOnly) {
-        if (wPrev < m + lateness && m + lateness <= watermark) {
+        if (!spec.isExpired(end, wPrev) && spec.isExpired(end, watermark)) {
           Acc[] acc = window(st.slices, ws);
           if (acc != null) out.add(pane(key, ws, Spec.FINAL, 0, true, acc, watermark));
         }
-      } else if (wPrev < m && m <= watermark) {
+      } else if (!spec.isDue(end, wPrev) && spec.isDue(end, watermark)) {
         Acc[] acc = window(st.slices, ws);
         if (acc == null) continue;
-        boolean fin = m + lateness <= watermark;
+        boolean fin = spec.isExpired(end, watermark);
         out.add(pane(key, ws, Spec.ON_TIME, 0, fin, acc, watermark));
         if (!fin) {
           st.panes.put(ws, 1L);
@@ -289,9 +288,14 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
         }
       }
     }
-    changed |= st.panes.entrySet().removeIf(e -> spec.maxTs(e.getKey()) + lateness <= watermark);
-    changed |= st.slices.entrySet().removeIf(e -> spec.maxTs(spec.lastWindowOfSlice(e.getKey())) + lateness <= watermark);
+    changed |= st.panes.entrySet().removeIf(e -> spec.isExpired(spec.windowEnd(e.getKey()), watermark));
+    changed |= st.slices.entrySet().removeIf(e -> sliceExpired(e.getKey(), watermark));
     return changed;
+  }
+
+  /** A slice is expired with the last window that holds it. */
+  private boolean sliceExpired(long slice, long watermark) {
+    return spec.isExpired(spec.windowEnd(spec.lastWindowOfSlice(slice)), watermark);
   }
 
   /**
@@ -331,7 +335,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
         KeyState st = decode(e._2());
         if (sweep(st, m.w, watermark, e._1(), out)) store(e._1(), st);
       }
-      m.windows.removeIf(ws -> spec.maxTs(ws) + spec.latenessMs <= watermark);
+      m.windows.removeIf(ws -> spec.isExpired(spec.windowEnd(ws), watermark));
     }
     m.w = watermark;
   }
@@ -341,9 +345,9 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     if (m.due != null) return m.due.next();
     long next = Long.MAX_VALUE;
     for (long ws : m.windows) {
-      long mt = spec.maxTs(ws);
-      if (!spec.finalOnly && mt > m.w) next = Math.min(next, mt);
-      if (mt + spec.latenessMs > m.w) next = Math.min(next, mt + spec.latenessMs);
+      long end = spec.windowEnd(ws);
+      if (!spec.finalOnly && !spec.isDue(end, m.w)) next = Math.min(next, Spec.maxTimestamp(end));
+      if (!spec.isExpired(end, m.w)) next = Math.min(next, spec.cleanupTime(end));
     }
     return next;
   }
@@ -470,7 +474,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
         for (int i = 0; i < lay.na; i++) add[i].add(spec, i, spec.aggFields[i] < 0 ? null : rec.get(spec.aggFields[i]), ts);
       } else if (cls == Layout.PARTIAL) {
         slice = r.getLong(lay.ms);
-        if (spec.maxTs(spec.lastWindowOfSlice(slice)) + spec.latenessMs <= watermark) {
+        if (sliceExpired(slice, watermark)) {
           throw new IllegalStateException(
               "eventtime: a map-side partial for slice " + slice + " is behind the operator's watermark " + watermark
                   + " (the batch watermark published to the tasks was wrong)");
@@ -505,8 +509,8 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
       TreeSet<Long> due = new TreeSet<>();
       for (long s : deltas.keySet()) {
         for (long ws : spec.windowsOfSlice(s)) {
-          long mt = spec.maxTs(ws);
-          if (mt <= watermark && watermark < mt + spec.latenessMs) due.add(ws);
+          long end = spec.windowEnd(ws);
+          if (spec.isDue(end, watermark) && !spec.isExpired(end, watermark)) due.add(ws);
         }
       }
       for (long ws : due) {

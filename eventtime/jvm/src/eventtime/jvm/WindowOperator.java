@@ -10,7 +10,6 @@ import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.TreeMap;
 import java.util.TreeSet;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
@@ -57,12 +56,6 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
 
   public WindowOperator(Spec spec) {
     this.spec = spec;
-  }
-
-  /** One user key: its slices and the next pane index of its windows that had a pane. */
-  static final class KeyState {
-    final TreeMap<Long, Acc[]> slices = new TreeMap<>();
-    final TreeMap<Long, Long> panes = new TreeMap<>();
   }
 
   /** One bucket: last swept watermark, timer, window starts with state in any of its keys. */
@@ -124,66 +117,9 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     meta.update(out.toByteArray());
   }
 
-  private KeyState decode(byte[] bytes) {
-    Bytes.In in = new Bytes.In(bytes);
-    KeyState st = new KeyState();
-    int ns = (int) in.readVarLong();
-    long start = 0;
-    for (int s = 0; s < ns; s++) {
-      start = s == 0 ? in.readVarLong() : start + in.readVarLong() * spec.sliceMs;
-      Acc[] accs = new Acc[lay.na];
-      for (int i = 0; i < lay.na; i++) accs[i] = Acc.read(spec, i, in);
-      st.slices.put(start, accs);
-    }
-    int np = (int) in.readVarLong();
-    for (int p = 0; p < np; p++) st.panes.put(in.readVarLong(), in.readVarLong());
-    return st;
-  }
-
-  /** Compact: variable-length integers, slice starts as deltas. */
-  private byte[] encode(KeyState st) {
-    Bytes.Out out = new Bytes.Out(48);
-    out.writeVarLong(st.slices.size());
-    long previous = 0;
-    boolean first = true;
-    for (Map.Entry<Long, Acc[]> e : st.slices.entrySet()) {
-      out.writeVarLong(first ? e.getKey() : (e.getKey() - previous) / spec.sliceMs);
-      previous = e.getKey();
-      first = false;
-      Acc[] accs = e.getValue();
-      for (int i = 0; i < lay.na; i++) accs[i].write(spec, i, out);
-    }
-    out.writeVarLong(st.panes.size());
-    for (Map.Entry<Long, Long> e : st.panes.entrySet()) {
-      out.writeVarLong(e.getKey());
-      out.writeVarLong(e.getValue());
-    }
-    return out.toByteArray();
-  }
-
-  private void store(Row key, KeyState st) {
-    if (st.slices.isEmpty() && st.panes.isEmpty()) keys.removeKey(key);
-    else keys.updateValue(key, encode(st));
-  }
-
-  private Acc[] newAccs() {
-    Acc[] a = new Acc[lay.na];
-    for (int i = 0; i < lay.na; i++) a[i] = new Acc();
-    return a;
-  }
-
-  private void mergeInto(Acc[] into, Acc[] from) {
-    for (int i = 0; i < lay.na; i++) into[i].merge(spec, i, from[i]);
-  }
-
-  /** The accumulators of window [ws, ws + size) over the slices of {@code slices}, or null. */
-  private Acc[] window(TreeMap<Long, Acc[]> slices, long ws) {
-    Acc[] acc = null;
-    for (Acc[] s : slices.subMap(ws, true, spec.windowEnd(ws), false).values()) {
-      if (acc == null) acc = newAccs();
-      mergeInto(acc, s);
-    }
-    return acc;
+  private void store(Row key, Slices st) {
+    if (st.isEmpty()) keys.removeKey(key);
+    else keys.updateValue(key, st.encode());
   }
 
   // --- output rows ---------------------------------------------------------------------------
@@ -195,8 +131,9 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     return o;
   }
 
-  private Row pane(Row key, long ws, String timing, long index, boolean fin, Acc[] acc, long watermark) {
-    return pane(key, ws, spec.windowEnd(ws), timing, index, fin, acc, watermark, null);
+  /** The panes of a key's fixed windows, as output rows carrying W. */
+  private Slices.Emit panes(Row key, long watermark, List<Row> out) {
+    return (ws, timing, index, fin, acc) -> out.add(pane(key, ws, spec.windowEnd(ws), timing, index, fin, acc, watermark, null));
   }
 
   private Row pane(Row key, long ws, long we, String timing, long index, boolean fin, Acc[] acc, long watermark, List<long[]> mergedFrom) {
@@ -259,44 +196,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     return RowFactory.create(o);
   }
 
-  // --- the rules -----------------------------------------------------------------------------
-
-  /**
-   * One key from wPrev to W: fire every window due under W and not under wPrev, purge every
-   * window expired under W. Returns whether the key's state changed.
-   */
-  private boolean sweep(KeyState st, long wPrev, long watermark, Row key, List<Row> out) {
-    if (watermark <= wPrev) return false;
-    boolean changed = false;
-    TreeSet<Long> starts = new TreeSet<>();
-    for (long s : st.slices.keySet()) starts.addAll(spec.windowsOfSlice(s));
-    for (long ws : starts) {
-      long end = spec.windowEnd(ws);
-      if (spec.finalOnly) {
-        if (!spec.isExpired(end, wPrev) && spec.isExpired(end, watermark)) {
-          Acc[] acc = window(st.slices, ws);
-          if (acc != null) out.add(pane(key, ws, Spec.FINAL, 0, true, acc, watermark));
-        }
-      } else if (!spec.isDue(end, wPrev) && spec.isDue(end, watermark)) {
-        Acc[] acc = window(st.slices, ws);
-        if (acc == null) continue;
-        boolean fin = spec.isExpired(end, watermark);
-        out.add(pane(key, ws, Spec.ON_TIME, 0, fin, acc, watermark));
-        if (!fin) {
-          st.panes.put(ws, 1L);
-          changed = true;
-        }
-      }
-    }
-    changed |= st.panes.entrySet().removeIf(e -> spec.isExpired(spec.windowEnd(e.getKey()), watermark));
-    changed |= st.slices.entrySet().removeIf(e -> sliceExpired(e.getKey(), watermark));
-    return changed;
-  }
-
-  /** A slice is expired with the last window that holds it. */
-  private boolean sliceExpired(long slice, long watermark) {
-    return spec.isExpired(spec.windowEnd(spec.lastWindowOfSlice(slice)), watermark);
-  }
+  // --- the bucket: catch-up sweep and timer --------------------------------------------------
 
   /**
    * Sweeps every key of the bucket to W when a window of it became due or expired, except the
@@ -332,8 +232,8 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
             continue;
           }
         }
-        KeyState st = decode(e._2());
-        if (sweep(st, m.w, watermark, e._1(), out)) store(e._1(), st);
+        Slices st = Slices.decode(spec, lay.na, e._2());
+        if (st.sweep(m.w, watermark, panes(e._1(), watermark, out))) store(e._1(), st);
       }
       m.windows.removeIf(ws -> spec.isExpired(spec.windowEnd(ws), watermark));
     }
@@ -456,12 +356,11 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   }
 
   private void processKey(Meta m, Row key, List<Object> id, List<Row> rows, long wPrev, long watermark, List<Row> out) {
-    KeyState st = null;
-    TreeMap<Long, Acc[]> deltas = spec.finalOnly ? null : new TreeMap<>();
+    Slices st = null;
     for (Row r : rows) {
       int cls = r.getInt(lay.cls);
-      Acc[] add;
       long slice;
+      boolean created;
       if (cls == Layout.DATA) {
         long ts = r.getLong(lay.ms);
         if (!spec.isLive(ts, watermark)) {
@@ -469,59 +368,32 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
           continue;
         }
         slice = spec.sliceOf(ts);
-        add = newAccs();
-        Row rec = r.getStruct(lay.rec);
-        for (int i = 0; i < lay.na; i++) add[i].add(spec, i, spec.aggFields[i] < 0 ? null : rec.get(spec.aggFields[i]), ts);
+        if (st == null) st = load(key, id, wPrev, watermark, out);
+        created = st.addRecord(slice, r.getStruct(lay.rec), ts);
       } else if (cls == Layout.PARTIAL) {
         slice = r.getLong(lay.ms);
-        if (sliceExpired(slice, watermark)) {
+        if (Slices.isExpired(spec, slice, watermark)) {
           throw new IllegalStateException(
               "eventtime: a map-side partial for slice " + slice + " is behind the operator's watermark " + watermark
                   + " (the batch watermark published to the tasks was wrong)");
         }
-        add = Mapper.readPartial(lay, spec, r);
+        Acc[] partial = Mapper.readPartial(lay, spec, r);
+        if (st == null) st = load(key, id, wPrev, watermark, out);
+        created = st.add(slice, partial);
       } else {
         continue;
       }
-      if (st == null) {
-        st = load(key, id, wPrev, watermark, out);
-      }
-      Acc[] held = st.slices.get(slice);
-      if (held == null) {
-        held = newAccs();
-        st.slices.put(slice, held);
-        m.windows.addAll(spec.windowsOfSlice(slice));
-      }
-      mergeInto(held, add);
-      if (deltas != null) {
-        Acc[] d = deltas.get(slice);
-        if (d == null) deltas.put(slice, add);
-        else mergeInto(d, add);
-      }
+      if (created) m.windows.addAll(spec.windowsOfSlice(slice));
     }
     if (st == null) {
       // only late records: the key still needs its catch-up sweep
       st = load(key, id, wPrev, watermark, out);
       if (!sweptChanged) return;
     }
-    if (deltas != null && !deltas.isEmpty()) {
-      // LATE panes: every live, already-due window of this key that received records now.
-      TreeSet<Long> due = new TreeSet<>();
-      for (long s : deltas.keySet()) {
-        for (long ws : spec.windowsOfSlice(s)) {
-          long end = spec.windowEnd(ws);
-          if (spec.isDue(end, watermark) && !spec.isExpired(end, watermark)) due.add(ws);
-        }
-      }
-      for (long ws : due) {
-        Acc[] acc = window(spec.discarding ? deltas : st.slices, ws);
-        long index = st.panes.getOrDefault(ws, 0L);
-        out.add(pane(key, ws, Spec.LATE, index, false, acc, watermark));
-        st.panes.put(ws, index + 1);
-      }
-    }
+    st.latePanes(watermark, panes(key, watermark, out));
     if (spec.bounded) {
-      sweep(st, watermark, Spec.END_OF_INPUT_MS, key, out); // a static DataFrame ends with its input
+      // a static DataFrame ends with its input
+      st.sweep(watermark, Spec.END_OF_INPUT_MS, panes(key, Spec.END_OF_INPUT_MS, out));
     }
     store(key, st);
   }
@@ -579,7 +451,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   }
 
   /** The key's state (new when none), swept from wPrev to W (the bucket's catch-up for this key). */
-  private KeyState load(Row key, List<Object> id, long wPrev, long watermark, List<Row> out) {
+  private Slices load(Row key, List<Object> id, long wPrev, long watermark, List<Row> out) {
     byte[] bytes = prefetched.remove(id);
     if (bytes == null) {
       bytes = keys.getValue(key);
@@ -587,10 +459,10 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     }
     if (bytes == null) {
       sweptChanged = false;
-      return new KeyState();
+      return new Slices(spec, lay.na);
     }
-    KeyState st = decode(bytes);
-    sweptChanged = sweep(st, wPrev, watermark, key, out);
+    Slices st = Slices.decode(spec, lay.na, bytes);
+    sweptChanged = st.sweep(wPrev, watermark, panes(key, watermark, out));
     return st;
   }
 

@@ -284,7 +284,7 @@ public final class Spec implements Serializable {
 
   /**
    * When a window expires: m + L, its max timestamp end - 1 plus the allowed lateness;
-   * Long.MAX_VALUE (never) when that overflows.
+   * Long.MAX_VALUE when that overflows (past END_OF_INPUT_MS: never, as in the Python rules).
    */
   public long cleanupTime(long end) {
     long m = maxTimestamp(end);

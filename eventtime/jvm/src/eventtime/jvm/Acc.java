@@ -1,12 +1,8 @@
 package eventtime.jvm;
 
-// Why one file of over 400 lines: one accumulator for seven aggregation kinds over exact
-// integers, decimals and floats, with the byte encoding they share (core/aggregations.py).
-
 import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.math.MathContext;
-import java.nio.charset.StandardCharsets;
 
 /**
  * The accumulator of one aggregation (eventtime/core/aggregations.py, exactly): count; sum and
@@ -41,7 +37,7 @@ public final class Acc {
     switch (kind) {
       case Spec.SUM:
       case Spec.MEAN:
-        if (spec.aggIntegral[i]) add128(((Number) value).longValue(), value);
+        if (spec.aggIntegral[i]) add128(((Number) value).longValue());
         else if (spec.aggDecimal[i]) v = v == null ? value : ((BigDecimal) v).add((BigDecimal) value);
         else d += ((Number) value).doubleValue();
         n++;
@@ -73,7 +69,8 @@ public final class Acc {
     }
   }
 
-  private void add128(long x, Object value) {
+  /** hi * 2^64 + unsigned lo += x (sign-extended). */
+  private void add128(long x) {
     long r = lo + x;
     long carry = Long.compareUnsigned(r, lo) < 0 ? 1 : 0;
     hi += (x >> 63) + carry;
@@ -129,17 +126,6 @@ public final class Acc {
     }
   }
 
-  public Acc copy() {
-    Acc c = new Acc();
-    c.n = n;
-    c.t = t;
-    c.lo = lo;
-    c.hi = hi;
-    c.d = d;
-    c.v = v;
-    return c;
-  }
-
   private BigInteger big() {
     BigInteger low = BigInteger.valueOf(lo);
     if (lo < 0) low = low.add(TWO64);
@@ -178,7 +164,7 @@ public final class Acc {
     }
   }
 
-  // --- values: order and storage ---------------------------------------------------------
+  // --- values: order -----------------------------------------------------------------------
 
   /** Python's order of two values of one column type (strings by code point, bytes unsigned). */
   @SuppressWarnings({"unchecked", "rawtypes"})
@@ -207,145 +193,7 @@ public final class Acc {
     return ((Comparable) a).compareTo(b);
   }
 
-  public static void writeValue(Bytes.Out out, Object v) {
-    if (v == null) {
-      out.writeByte(0);
-    } else if (v instanceof Long) {
-      out.writeByte(1);
-      out.writeLong((Long) v);
-    } else if (v instanceof Integer) {
-      out.writeByte(2);
-      out.writeInt((Integer) v);
-    } else if (v instanceof Short) {
-      out.writeByte(3);
-      out.writeShort((Short) v);
-    } else if (v instanceof Byte) {
-      out.writeByte(4);
-      out.writeByte((Byte) v);
-    } else if (v instanceof Double) {
-      out.writeByte(5);
-      out.writeDouble((Double) v);
-    } else if (v instanceof Float) {
-      out.writeByte(6);
-      out.writeFloat((Float) v);
-    } else if (v instanceof BigDecimal) {
-      BigDecimal b = (BigDecimal) v;
-      out.writeByte(7);
-      out.writeInt(b.scale());
-      writeBytes(out, b.unscaledValue().toByteArray());
-    } else if (v instanceof String) {
-      out.writeByte(8);
-      writeBytes(out, ((String) v).getBytes(StandardCharsets.UTF_8));
-    } else if (v instanceof Boolean) {
-      out.writeByte(9);
-      out.writeBoolean((Boolean) v);
-    } else if (v instanceof java.sql.Date) {
-      out.writeByte(10);
-      out.writeLong(((java.sql.Date) v).toLocalDate().toEpochDay());
-    } else if (v instanceof java.time.LocalDate) {
-      out.writeByte(11);
-      out.writeLong(((java.time.LocalDate) v).toEpochDay());
-    } else if (v instanceof java.sql.Timestamp) {
-      java.sql.Timestamp ts = (java.sql.Timestamp) v;
-      out.writeByte(12);
-      out.writeLong(ts.getTime());
-      out.writeInt(ts.getNanos());
-    } else if (v instanceof java.time.Instant) {
-      java.time.Instant ins = (java.time.Instant) v;
-      out.writeByte(13);
-      out.writeLong(ins.getEpochSecond());
-      out.writeInt(ins.getNano());
-    } else if (v instanceof java.time.LocalDateTime) {
-      java.time.LocalDateTime ldt = (java.time.LocalDateTime) v;
-      out.writeByte(14);
-      out.writeLong(ldt.toEpochSecond(java.time.ZoneOffset.UTC));
-      out.writeInt(ldt.getNano());
-    } else if (v instanceof byte[]) {
-      out.writeByte(15);
-      writeBytes(out, (byte[]) v);
-    } else {
-      throw new IllegalStateException("eventtime: cannot keep a value of type " + v.getClass().getName() + " in state");
-    }
-  }
-
-  private static void writeBytes(Bytes.Out out, byte[] b) {
-    out.writeInt(b.length);
-    out.write(b);
-  }
-
-  private static byte[] readBytes(Bytes.In in) {
-    byte[] b = new byte[in.readInt()];
-    in.readFully(b);
-    return b;
-  }
-
-  public static Object readValue(Bytes.In in) {
-    int tag = in.readByte();
-    switch (tag) {
-      case 0:
-        return null;
-      case 1:
-        return in.readLong();
-      case 2:
-        return in.readInt();
-      case 3:
-        return in.readShort();
-      case 4:
-        return in.readByte();
-      case 5:
-        return in.readDouble();
-      case 6:
-        return in.readFloat();
-      case 7: {
-        int scale = in.readInt();
-        return new BigDecimal(new BigInteger(readBytes(in)), scale);
-      }
-      case 8:
-        return new String(readBytes(in), StandardCharsets.UTF_8);
-      case 9:
-        return in.readBoolean();
-      case 10:
-        return java.sql.Date.valueOf(java.time.LocalDate.ofEpochDay(in.readLong()));
-      case 11:
-        return java.time.LocalDate.ofEpochDay(in.readLong());
-      case 12: {
-        java.sql.Timestamp ts = new java.sql.Timestamp(in.readLong());
-        ts.setNanos(in.readInt());
-        return ts;
-      }
-      case 13:
-        return java.time.Instant.ofEpochSecond(in.readLong(), in.readInt());
-      case 14:
-        return java.time.LocalDateTime.ofEpochSecond(in.readLong(), in.readInt(), java.time.ZoneOffset.UTC);
-      case 15:
-        return readBytes(in);
-      default:
-        throw new IllegalStateException("eventtime: unknown value tag " + tag + " in state");
-    }
-  }
-
-  // --- compact storage: only the fields the kind uses, integers as variable-length ---------
-
-  static void writeVarLong(Bytes.Out out, long v) {
-    long z = (v << 1) ^ (v >> 63); // zigzag: small magnitudes take one byte
-    while ((z & ~0x7FL) != 0) {
-      out.writeByte((int) ((z & 0x7F) | 0x80));
-      z >>>= 7;
-    }
-    out.writeByte((int) z);
-  }
-
-  static long readVarLong(Bytes.In in) {
-    long z = 0;
-    int shift = 0;
-    while (true) {
-      int b = in.readUnsignedByte();
-      z |= (long) (b & 0x7F) << shift;
-      if ((b & 0x80) == 0) break;
-      shift += 7;
-    }
-    return (z >>> 1) ^ -(z & 1);
-  }
+  // --- storage: only the fields the kind uses, integers as variable-length ({@link Bytes}) ---
 
   /** All accumulators of one group, as bytes (a partial's et__accs column). */
   public static byte[] encode(Spec spec, Acc[] accs) {
@@ -362,7 +210,7 @@ public final class Acc {
   }
 
   public void write(Spec spec, int i, Bytes.Out out) {
-    writeVarLong(out, n);
+    out.writeVarLong(n);
     if (n == 0) return;
     switch (spec.kinds[i]) {
       case Spec.COUNT:
@@ -370,27 +218,27 @@ public final class Acc {
       case Spec.SUM:
       case Spec.MEAN:
         if (spec.aggIntegral[i]) {
-          writeVarLong(out, lo);
-          writeVarLong(out, hi);
+          out.writeVarLong(lo);
+          out.writeVarLong(hi);
         } else if (spec.aggDecimal[i]) {
-          writeValue(out, v);
+          out.writeValue(v);
         } else {
           out.writeDouble(d);
         }
         return;
       case Spec.FIRST:
       case Spec.LAST:
-        writeVarLong(out, t);
-        writeValue(out, v);
+        out.writeVarLong(t);
+        out.writeValue(v);
         return;
       default:
-        writeValue(out, v);
+        out.writeValue(v);
     }
   }
 
   public static Acc read(Spec spec, int i, Bytes.In in) {
     Acc a = new Acc();
-    a.n = readVarLong(in);
+    a.n = in.readVarLong();
     if (a.n == 0) return a;
     switch (spec.kinds[i]) {
       case Spec.COUNT:
@@ -398,21 +246,21 @@ public final class Acc {
       case Spec.SUM:
       case Spec.MEAN:
         if (spec.aggIntegral[i]) {
-          a.lo = readVarLong(in);
-          a.hi = readVarLong(in);
+          a.lo = in.readVarLong();
+          a.hi = in.readVarLong();
         } else if (spec.aggDecimal[i]) {
-          a.v = readValue(in);
+          a.v = in.readValue();
         } else {
           a.d = in.readDouble();
         }
         return a;
       case Spec.FIRST:
       case Spec.LAST:
-        a.t = readVarLong(in);
-        a.v = readValue(in);
+        a.t = in.readVarLong();
+        a.v = in.readValue();
         return a;
       default:
-        a.v = readValue(in);
+        a.v = in.readValue();
         return a;
     }
   }

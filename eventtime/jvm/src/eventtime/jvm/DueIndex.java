@@ -49,22 +49,22 @@ final class DueIndex {
   }
 
   void read(Bytes.In in) {
-    int n = (int) Acc.readVarLong(in);
+    int n = (int) in.readVarLong();
     long slot = 0;
     for (int i = 0; i < n; i++) {
-      slot += Acc.readVarLong(in);
-      slots.put(slot, new long[] {slot * slotMs + Acc.readVarLong(in), Acc.readVarLong(in)});
+      slot += in.readVarLong();
+      slots.put(slot, new long[] {slot * slotMs + in.readVarLong(), in.readVarLong()});
     }
   }
 
   void write(Bytes.Out out) {
-    Acc.writeVarLong(out, slots.size());
+    out.writeVarLong(slots.size());
     long previous = 0;
     for (Map.Entry<Long, long[]> e : slots.entrySet()) {
-      Acc.writeVarLong(out, e.getKey() - previous);
+      out.writeVarLong(e.getKey() - previous);
       previous = e.getKey();
-      Acc.writeVarLong(out, e.getValue()[0] - e.getKey() * slotMs);
-      Acc.writeVarLong(out, e.getValue()[1]);
+      out.writeVarLong(e.getValue()[0] - e.getKey() * slotMs);
+      out.writeVarLong(e.getValue()[1]);
     }
   }
 
@@ -119,23 +119,23 @@ final class DueIndex {
 
   private static byte[] encode(List<Entry> entries) {
     Bytes.Out out = new Bytes.Out(16 * entries.size());
-    Acc.writeVarLong(out, entries.size());
+    out.writeVarLong(entries.size());
     for (Entry e : entries) {
-      Acc.writeVarLong(out, e.event);
+      out.writeVarLong(e.event);
       out.writeShort(e.key.length());
-      for (int i = 0; i < e.key.length(); i++) Acc.writeValue(out, e.key.get(i));
+      for (int i = 0; i < e.key.length(); i++) out.writeValue(e.key.get(i));
     }
     return out.toByteArray();
   }
 
   private static List<Entry> decode(byte[] bytes) {
     Bytes.In in = new Bytes.In(bytes);
-    int n = (int) Acc.readVarLong(in);
+    int n = (int) in.readVarLong();
     List<Entry> out = new ArrayList<>(n);
     for (int j = 0; j < n; j++) {
-      long event = Acc.readVarLong(in);
+      long event = in.readVarLong();
       Object[] key = new Object[in.readShort()];
-      for (int i = 0; i < key.length; i++) key[i] = Acc.readValue(in);
+      for (int i = 0; i < key.length; i++) key[i] = in.readValue();
       out.add(new Entry(event, RowFactory.create(key)));
     }
     return out;

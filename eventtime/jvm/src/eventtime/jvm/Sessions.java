@@ -64,20 +64,20 @@ final class Sessions {
   static Sessions decode(Spec spec, int na, byte[] bytes) {
     Sessions st = new Sessions(spec, na);
     Bytes.In in = new Bytes.In(bytes);
-    st.indexedEvent = Acc.readVarLong(in);
-    int n = (int) Acc.readVarLong(in);
+    st.indexedEvent = in.readVarLong();
+    int n = (int) in.readVarLong();
     long previous = 0;
     for (int k = 0; k < n; k++) {
       Sess s = new Sess();
-      s.start = previous + Acc.readVarLong(in);
-      s.end = s.start + Acc.readVarLong(in);
+      s.start = previous + in.readVarLong();
+      s.end = s.start + in.readVarLong();
       previous = s.start;
       s.fired = in.readBoolean();
-      s.nextIndex = Acc.readVarLong(in);
-      int shown = (int) Acc.readVarLong(in);
+      s.nextIndex = in.readVarLong();
+      int shown = (int) in.readVarLong();
       for (int j = 0; j < shown; j++) {
-        long ws = Acc.readVarLong(in);
-        s.shown.put(ws, ws + Acc.readVarLong(in));
+        long ws = in.readVarLong();
+        s.shown.put(ws, ws + in.readVarLong());
       }
       s.all = new Acc[na];
       for (int i = 0; i < na; i++) s.all[i] = Acc.read(spec, i, in);
@@ -92,19 +92,19 @@ final class Sessions {
 
   byte[] encode() {
     Bytes.Out out = new Bytes.Out(64);
-    Acc.writeVarLong(out, indexedEvent);
-    Acc.writeVarLong(out, byStart.size());
+    out.writeVarLong(indexedEvent);
+    out.writeVarLong(byStart.size());
     long previous = 0;
     for (Sess s : byStart.values()) {
-      Acc.writeVarLong(out, s.start - previous);
-      Acc.writeVarLong(out, s.end - s.start);
+      out.writeVarLong(s.start - previous);
+      out.writeVarLong(s.end - s.start);
       previous = s.start;
       out.writeBoolean(s.fired);
-      Acc.writeVarLong(out, s.nextIndex);
-      Acc.writeVarLong(out, s.shown.size());
+      out.writeVarLong(s.nextIndex);
+      out.writeVarLong(s.shown.size());
       for (Map.Entry<Long, Long> e : s.shown.entrySet()) {
-        Acc.writeVarLong(out, e.getKey());
-        Acc.writeVarLong(out, e.getValue() - e.getKey());
+        out.writeVarLong(e.getKey());
+        out.writeVarLong(e.getValue() - e.getKey());
       }
       for (int i = 0; i < na; i++) s.all[i].write(spec, i, out);
       if (spec.discarding) for (int i = 0; i < na; i++) s.since[i].write(spec, i, out);
@@ -114,13 +114,12 @@ final class Sessions {
 
   // --- the rules -----------------------------------------------------------------------------
 
-  /** The next time a session of this key needs the watermark: an ON_TIME m or an expiry m + L. */
+  /** The next time a session of this key needs the watermark: an ON_TIME m or its cleanup time. */
   long nextEvent() {
     long next = Long.MAX_VALUE;
     for (Sess s : byStart.values()) {
-      long m = s.end - 1;
-      if (!spec.finalOnly && !s.fired) next = Math.min(next, m);
-      next = Math.min(next, m + spec.latenessMs);
+      if (!spec.finalOnly && !s.fired) next = Math.min(next, Spec.maxTimestamp(s.end));
+      next = Math.min(next, spec.cleanupTime(s.end));
     }
     return next;
   }
@@ -139,20 +138,19 @@ final class Sessions {
   }
 
   /**
-   * From wPrev to W: a session not fired at its bounds fires ON_TIME once m <= W (FINAL at
-   * expiry in final_only); a session with m + L <= W is purged. Returns whether state changed.
+   * From wPrev to W: a session not fired at its bounds fires ON_TIME once due (FINAL at expiry
+   * in final_only); an expired session is purged ({@link Spec#isDue}, {@link Spec#isExpired}).
+   * Returns whether state changed.
    */
   boolean sweep(long wPrev, long watermark, Emit emit) {
     if (watermark <= wPrev) return false;
     boolean changed = false;
-    long lateness = spec.latenessMs;
     for (Iterator<Sess> it = byStart.values().iterator(); it.hasNext(); ) {
       Sess s = it.next();
-      long m = s.end - 1;
-      boolean expired = m + lateness <= watermark;
+      boolean expired = spec.isExpired(s.end, watermark);
       if (spec.finalOnly) {
         if (expired) emitPane(s, Spec.FINAL, true, emit);
-      } else if (!s.fired && m <= watermark) {
+      } else if (!s.fired && spec.isDue(s.end, watermark)) {
         emitPane(s, Spec.ON_TIME, expired, emit);
         changed = true;
       }
@@ -167,8 +165,8 @@ final class Sessions {
   /**
    * Adds a batch's data rows of this key (already swept to W): the rows are merged with each
    * other and with the live sessions first; a row is late only when the session it ends up in
-   * has expired (m + L <= W), which needs a session made of new rows alone. A due session that
-   * received rows emits a LATE pane.
+   * has expired ({@link Spec#isExpired}), which needs a session made of new rows alone. A due
+   * session that received rows emits a LATE pane.
    */
   void add(List<Row> rows, Layout lay, long watermark, Emit emit) {
     int nr = rows.size();
@@ -200,7 +198,7 @@ final class Sessions {
       }
       i = k;
       if (mine.isEmpty()) continue;
-      if (members.isEmpty() && ce - 1 + spec.latenessMs <= watermark) {
+      if (members.isEmpty() && spec.isExpired(ce, watermark)) {
         for (int j : mine) emit.late(rows.get(j), ts[j], cs, ce);
         continue;
       }
@@ -230,7 +228,7 @@ final class Sessions {
     }
     if (!spec.finalOnly) {
       for (Sess s : touched) {
-        if (s.end - 1 <= watermark) emitPane(s, Spec.LATE, false, emit);
+        if (spec.isDue(s.end, watermark)) emitPane(s, Spec.LATE, false, emit);
       }
     }
   }

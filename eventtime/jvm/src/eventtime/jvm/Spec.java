@@ -244,7 +244,7 @@ public final class Spec implements Serializable {
 
   /** Largest event time of the window starting at ws. */
   public long maxTs(long ws) {
-    return windowEnd(ws) - 1;
+    return maxTimestamp(windowEnd(ws));
   }
 
   /** Starts of the windows containing the whole slice, ascending. */
@@ -269,9 +269,37 @@ public final class Spec implements Serializable {
     return calendar ? calendarWindow(ts)[1] : lastStart(ts, slideMs) + sizeMs;
   }
 
-  /** A record is live (not too late) while its last window has not expired: m + L > W. */
+  // --- the firing rules (eventtime/core/trigger.py), each written once; a window is given by
+  // its end (exclusive), whatever its kind (fixed, calendar, session) -----------------------
+
+  /** A window's max timestamp m = end - 1, the largest event time in [start, end). */
+  public static long maxTimestamp(long end) {
+    return end - 1;
+  }
+
+  /** A window is due (its ON_TIME pane fires) once its max timestamp end - 1 <= W. */
+  public boolean isDue(long end, long watermark) {
+    return maxTimestamp(end) <= watermark;
+  }
+
+  /**
+   * When a window expires: m + L, its max timestamp end - 1 plus the allowed lateness;
+   * Long.MAX_VALUE when that overflows (past END_OF_INPUT_MS: never, as in the Python rules).
+   */
+  public long cleanupTime(long end) {
+    long m = maxTimestamp(end);
+    long t = m + latenessMs;
+    return t >= m ? t : Long.MAX_VALUE;
+  }
+
+  /** A window is expired (its state purged, new records late) once m + L = cleanupTime(end) <= W. */
+  public boolean isExpired(long end, long watermark) {
+    return cleanupTime(end) <= watermark;
+  }
+
+  /** A record is live (not too late) while its last window has not expired. */
   public boolean isLive(long ts, long watermark) {
-    return lastWindowEnd(ts) - 1 + latenessMs > watermark;
+    return !isExpired(lastWindowEnd(ts), watermark);
   }
 
   /** Session windows: the width of the time slots of the bucket's due index ({@link DueIndex}). */

@@ -1,17 +1,11 @@
 package eventtime.jvm;
 
-// Why one file of over 400 lines: the per-key state, its byte encoding, the handling of a
-// bucket's rows and the timer sweep all work on the same private state records.
-
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.TreeMap;
-import java.util.TreeSet;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
@@ -31,12 +25,13 @@ import scala.jdk.javaapi.CollectionConverters;
  *
  * <p>The grouping key is a hash bucket of the user key; the state is one entry per user key in
  * the bucket's map state (Spark's RocksDB store): the key's live slices (accumulators) and pane
- * indexes, written only when the key receives records or a window of it fires or expires. The
- * bucket's own small value holds the last swept watermark, the live window starts of all its
- * keys and its one event-time timer, at the earliest pending event (an ON_TIME firing m or an
- * expiry m + L). So a batch costs one state read and write per key it touches; per-key timers
+ * indexes ({@link Slices}; its sessions, {@link Sessions}, for session windows), written only
+ * when the key receives records or a window of it fires or expires. The bucket's own small value
+ * ({@link Bucket}) holds the last swept watermark, the live window starts of all its keys and its
+ * one event-time timer, at the earliest pending event (an ON_TIME firing m or a cleanup time
+ * m + L). So a batch costs one state read and write per key it touches; per-key timers
  * (measured: ~60 % of the operator's time when every key moves its timer every batch) are not
- * needed.
+ * needed. The rows it outputs are made by {@link OutputRows}.
  *
  * <p>The watermark W of a data batch is {@code getCurrentWatermarkInMs()} (computed from the
  * previous batches); a record is late when its last window has expired under W. A bucket first
@@ -48,6 +43,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   private static final long serialVersionUID = 1L;
   private final Spec spec;
   private transient Layout lay;
+  private transient OutputRows rowsOut;
   private transient ValueState<byte[]> meta;
   private transient MapState<Row, byte[]> keys;
   /** User keys whose state this operator read (a key per read; the scaling tests count them). */
@@ -59,21 +55,6 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     this.spec = spec;
   }
 
-  /** One user key: its slices and the next pane index of its windows that had a pane. */
-  static final class KeyState {
-    final TreeMap<Long, Acc[]> slices = new TreeMap<>();
-    final TreeMap<Long, Long> panes = new TreeMap<>();
-  }
-
-  /** One bucket: last swept watermark, timer, window starts with state in any of its keys. */
-  static final class Meta {
-    long w;
-    long timer = Long.MIN_VALUE;
-    final TreeSet<Long> windows = new TreeSet<>();
-    /** Session windows: which keys are due when (the window starts above stay empty). */
-    DueIndex due;
-  }
-
   long keysRead() {
     return keysRead;
   }
@@ -81,6 +62,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   @Override
   public void init(OutputMode outputMode, TimeMode timeMode) {
     lay = new Layout(spec);
+    rowsOut = new OutputRows(spec, lay);
     meta = getHandle().getValueState("meta", Encoders.BINARY(), TTLConfig.NONE());
     keys = getHandle().getMapState("keys", Encoders.row(Layout.userKeySchema(spec)), Encoders.BINARY(), TTLConfig.NONE());
     if (spec.session) {
@@ -90,216 +72,43 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
 
   // --- state ---------------------------------------------------------------------------------
 
-  private Meta loadMeta() {
+  private Bucket loadMeta() {
     byte[] bytes = meta.get();
-    if (bytes == null) return null;
-    Bytes.In in = new Bytes.In(bytes);
-    Meta m = newMeta();
-    m.w = Acc.readVarLong(in);
-    m.timer = Acc.readVarLong(in);
-    int n = (int) Acc.readVarLong(in);
-    for (int i = 0; i < n; i++) m.windows.add(Acc.readVarLong(in));
-    if (m.due != null) m.due.read(in);
-    return m;
+    return bytes == null ? null : Bucket.decode(bytes, newDueIndex());
   }
 
-  private Meta newMeta() {
-    Meta m = new Meta();
-    if (spec.session) m.due = new DueIndex(dueChunks, spec.dueSlotMs());
-    return m;
+  private Bucket newMeta() {
+    return new Bucket(newDueIndex());
   }
 
-  private void saveMeta(Meta m) {
+  private DueIndex newDueIndex() {
+    return spec.session ? new DueIndex(dueChunks, spec.dueSlotMs()) : null;
+  }
+
+  private void saveMeta(Bucket m) {
     if (m.due != null) m.due.flush();
-    if (m.windows.isEmpty() && (m.due == null || m.due.isEmpty())) {
-      meta.clear();
-      return;
-    }
-    Bytes.Out out = new Bytes.Out(32);
-    Acc.writeVarLong(out, m.w);
-    Acc.writeVarLong(out, m.timer);
-    Acc.writeVarLong(out, m.windows.size());
-    for (long ws : m.windows) Acc.writeVarLong(out, ws);
-    if (m.due != null) m.due.write(out);
-    meta.update(out.toByteArray());
+    if (m.isEmpty()) meta.clear();
+    else meta.update(m.encode());
   }
 
-  private KeyState decode(byte[] bytes) {
-    Bytes.In in = new Bytes.In(bytes);
-    KeyState st = new KeyState();
-    int ns = (int) Acc.readVarLong(in);
-    long start = 0;
-    for (int s = 0; s < ns; s++) {
-      start = s == 0 ? Acc.readVarLong(in) : start + Acc.readVarLong(in) * spec.sliceMs;
-      Acc[] accs = new Acc[lay.na];
-      for (int i = 0; i < lay.na; i++) accs[i] = Acc.read(spec, i, in);
-      st.slices.put(start, accs);
-    }
-    int np = (int) Acc.readVarLong(in);
-    for (int p = 0; p < np; p++) st.panes.put(Acc.readVarLong(in), Acc.readVarLong(in));
-    return st;
+  private void store(Row key, Slices st) {
+    if (st.isEmpty()) keys.removeKey(key);
+    else keys.updateValue(key, st.encode());
   }
 
-  /** Compact: variable-length integers, slice starts as deltas. */
-  private byte[] encode(KeyState st) {
-    Bytes.Out out = new Bytes.Out(48);
-    Acc.writeVarLong(out, st.slices.size());
-    long previous = 0;
-    boolean first = true;
-    for (Map.Entry<Long, Acc[]> e : st.slices.entrySet()) {
-      Acc.writeVarLong(out, first ? e.getKey() : (e.getKey() - previous) / spec.sliceMs);
-      previous = e.getKey();
-      first = false;
-      Acc[] accs = e.getValue();
-      for (int i = 0; i < lay.na; i++) accs[i].write(spec, i, out);
-    }
-    Acc.writeVarLong(out, st.panes.size());
-    for (Map.Entry<Long, Long> e : st.panes.entrySet()) {
-      Acc.writeVarLong(out, e.getKey());
-      Acc.writeVarLong(out, e.getValue());
-    }
-    return out.toByteArray();
+  /** The panes of a key's fixed windows, as output rows carrying W. */
+  private Slices.Emit panes(Row key, long watermark, List<Row> out) {
+    return (ws, timing, index, fin, acc) -> out.add(rowsOut.pane(key, ws, spec.windowEnd(ws), timing, index, fin, acc, watermark, null));
   }
 
-  private void store(Row key, KeyState st) {
-    if (st.slices.isEmpty() && st.panes.isEmpty()) keys.removeKey(key);
-    else keys.updateValue(key, encode(st));
-  }
-
-  private Acc[] newAccs() {
-    Acc[] a = new Acc[lay.na];
-    for (int i = 0; i < lay.na; i++) a[i] = new Acc();
-    return a;
-  }
-
-  private void mergeInto(Acc[] into, Acc[] from) {
-    for (int i = 0; i < lay.na; i++) into[i].merge(spec, i, from[i]);
-  }
-
-  /** The accumulators of window [ws, ws + size) over the slices of {@code slices}, or null. */
-  private Acc[] window(TreeMap<Long, Acc[]> slices, long ws) {
-    Acc[] acc = null;
-    for (Acc[] s : slices.subMap(ws, true, spec.windowEnd(ws), false).values()) {
-      if (acc == null) acc = newAccs();
-      mergeInto(acc, s);
-    }
-    return acc;
-  }
-
-  // --- output rows ---------------------------------------------------------------------------
-
-  private Object[] outRow(String kind, Row key, int keyOffset) {
-    Object[] o = new Object[lay.oWidth];
-    o[0] = kind;
-    for (int i = 0; i < lay.nk; i++) o[1 + i] = key.get(keyOffset + i);
-    return o;
-  }
-
-  private Row pane(Row key, long ws, String timing, long index, boolean fin, Acc[] acc, long watermark) {
-    return pane(key, ws, spec.windowEnd(ws), timing, index, fin, acc, watermark, null);
-  }
-
-  private Row pane(Row key, long ws, long we, String timing, long index, boolean fin, Acc[] acc, long watermark, List<long[]> mergedFrom) {
-    Object[] o = outRow("pane", key, 0);
-    o[lay.oWs] = ws;
-    o[lay.oWe] = we;
-    if (mergedFrom != null) {
-      List<Row> bounds = new ArrayList<>(mergedFrom.size());
-      for (long[] b : mergedFrom) bounds.add(RowFactory.create(b[0], b[1]));
-      o[lay.oMerged] = CollectionConverters.asScala(bounds).toSeq();
-    }
-    o[lay.oTiming] = timing;
-    o[lay.oIndex] = index;
-    o[lay.oFinal] = fin;
-    for (int i = 0; i < lay.na; i++) o[lay.oAgg0 + i] = acc[i].result(spec, i);
-    o[lay.oWatermark] = watermark;
-    return RowFactory.create(o);
-  }
-
-  private Row lateRecord(Row r, long ts, long watermark) {
-    return lateRecord(r, ts, watermark, spec.firstWindowOf(ts), spec.lastWindowEnd(ts));
-  }
-
-  private Row lateRecord(Row r, long ts, long watermark, long ws, long we) {
-    Object[] o = outRow("late", r, Layout.K0);
-    o[lay.oReason] = "too_late";
-    o[lay.oEventTime] = ts;
-    o[lay.oRaw] = spec.rawText(r.getStruct(lay.rec));
-    // Spark reports 0 before the first watermark: no watermark yet (null).
-    o[lay.oWatermark] = watermark > 0 ? watermark : null;
-    o[lay.oLateness] = watermark - ts;
-    o[lay.oWs] = ws;
-    o[lay.oWe] = we;
-    o[lay.oPart] = r.get(lay.part);
-    o[lay.oOff] = r.get(lay.off);
-    o[lay.oRec] = r.get(lay.rec);
-    return RowFactory.create(o);
-  }
-
-  private Row invalidRecord(Row r, long watermark) {
-    Object[] o = outRow("invalid", r, Layout.K0);
-    o[lay.oReason] = r.get(lay.reason);
-    o[lay.oRaw] = r.get(lay.raw);
-    o[lay.oWatermark] = watermark > 0 ? watermark : null;
-    o[lay.oPart] = r.get(lay.part);
-    o[lay.oOff] = r.get(lay.off);
-    o[lay.oRec] = r.get(lay.rec);
-    return RowFactory.create(o);
-  }
-
-  private Row statsRow(Row r, long watermark) {
-    Object[] o = new Object[lay.oWidth];
-    o[0] = "partition_stats";
-    o[lay.oPart] = r.get(lay.part);
-    o[lay.oStatMax] = r.get(lay.tmax);
-    o[lay.oStatRows] = r.get(lay.n);
-    byte[] delays = (byte[]) r.get(lay.p0);
-    o[lay.oStatDelays] = delays == null ? null : new String(delays, java.nio.charset.StandardCharsets.UTF_8);
-    o[lay.oWatermark] = watermark;
-    return RowFactory.create(o);
-  }
-
-  // --- the rules -----------------------------------------------------------------------------
-
-  /**
-   * One key from wPrev to W: fire every window with wPrev < m <= W, purge every window with
-   * m + L <= W. Returns whether the key's state changed.
-   */
-  private boolean sweep(KeyState st, long wPrev, long watermark, Row key, List<Row> out) {
-    if (watermark <= wPrev) return false;
-    long lateness = spec.latenessMs;
-    boolean changed = false;
-    TreeSet<Long> starts = new TreeSet<>();
-    for (long s : st.slices.keySet()) starts.addAll(spec.windowsOfSlice(s));
-    for (long ws : starts) {
-      long m = spec.maxTs(ws);
-      if (spec.finalOnly) {
-        if (wPrev < m + lateness && m + lateness <= watermark) {
-          Acc[] acc = window(st.slices, ws);
-          if (acc != null) out.add(pane(key, ws, Spec.FINAL, 0, true, acc, watermark));
-        }
-      } else if (wPrev < m && m <= watermark) {
-        Acc[] acc = window(st.slices, ws);
-        if (acc == null) continue;
-        boolean fin = m + lateness <= watermark;
-        out.add(pane(key, ws, Spec.ON_TIME, 0, fin, acc, watermark));
-        if (!fin) {
-          st.panes.put(ws, 1L);
-          changed = true;
-        }
-      }
-    }
-    changed |= st.panes.entrySet().removeIf(e -> spec.maxTs(e.getKey()) + lateness <= watermark);
-    changed |= st.slices.entrySet().removeIf(e -> spec.maxTs(spec.lastWindowOfSlice(e.getKey())) + lateness <= watermark);
-    return changed;
-  }
+  // --- the bucket: catch-up sweep and timer --------------------------------------------------
 
   /**
    * Sweeps every key of the bucket to W when a window of it became due or expired, except the
    * keys in {@code skip} (they have rows in this batch and are swept as they are read; the state
    * read here for them is kept for that, {@link #prefetched}).
    */
-  private void sweepBucket(Meta m, long watermark, List<Row> out, Map<List<Object>, List<Row>> skip) {
+  private void sweepBucket(Bucket m, long watermark, List<Row> out, Map<List<Object>, List<Row>> skip) {
     if (watermark <= m.w) return;
     if (spec.session) {
       // only the keys listed as due by W (the keys in skip are swept as their rows are read)
@@ -316,7 +125,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
       m.w = watermark;
       return;
     }
-    if (nextEvent(m) <= watermark) {
+    if (m.nextEvent(spec) <= watermark) {
       List<Tuple2<Row, byte[]>> entries = new ArrayList<>();
       for (Iterator<Tuple2<Row, byte[]>> it = CollectionConverters.asJava(keys.iterator()); it.hasNext(); ) entries.add(it.next());
       keysRead += entries.size();
@@ -328,28 +137,16 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
             continue;
           }
         }
-        KeyState st = decode(e._2());
-        if (sweep(st, m.w, watermark, e._1(), out)) store(e._1(), st);
+        Slices st = Slices.decode(spec, lay.na, e._2());
+        if (st.sweep(m.w, watermark, panes(e._1(), watermark, out))) store(e._1(), st);
       }
-      m.windows.removeIf(ws -> spec.maxTs(ws) + spec.latenessMs <= watermark);
+      m.windows.removeIf(ws -> spec.isExpired(spec.windowEnd(ws), watermark));
     }
     m.w = watermark;
   }
 
-
-  private long nextEvent(Meta m) {
-    if (m.due != null) return m.due.next();
-    long next = Long.MAX_VALUE;
-    for (long ws : m.windows) {
-      long mt = spec.maxTs(ws);
-      if (!spec.finalOnly && mt > m.w) next = Math.min(next, mt);
-      if (mt + spec.latenessMs > m.w) next = Math.min(next, mt + spec.latenessMs);
-    }
-    return next;
-  }
-
-  private void armTimer(Meta m) {
-    long next = nextEvent(m);
+  private void armTimer(Bucket m) {
+    long next = m.nextEvent(spec);
     boolean pending = m.timer != Long.MIN_VALUE && m.timer > m.w;
     if (next == Long.MAX_VALUE) {
       if (pending) getHandle().deleteTimer(m.timer);
@@ -382,7 +179,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
         Row r = it.next();
         int cls = r.getInt(lay.cls);
         if (cls == Layout.WATERMARK) continue;  // its task's largest event time, for Spark's watermark node
-        out.add(cls == Layout.STATS ? statsRow(r, watermark) : invalidRecord(r, watermark));
+        out.add(cls == Layout.STATS ? rowsOut.statsRow(r, watermark) : rowsOut.invalidRecord(r, watermark));
       }
       return CollectionConverters.asScala(out.iterator());
     }
@@ -398,7 +195,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
       }
       byKey.computeIfAbsent(groupKey(r, Layout.K0, lay.nk), k -> new ArrayList<>()).add(r);
     }
-    Meta m = loadMeta();
+    Bucket m = loadMeta();
     if (m == null && byKey.isEmpty()) return CollectionConverters.asScala(out.iterator());
     long wPrev;
     if (m == null) {
@@ -451,73 +248,45 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     return Math.max(0, w);
   }
 
-  private void processKey(Meta m, Row key, List<Object> id, List<Row> rows, long wPrev, long watermark, List<Row> out) {
-    KeyState st = null;
-    TreeMap<Long, Acc[]> deltas = spec.finalOnly ? null : new TreeMap<>();
+  private void processKey(Bucket m, Row key, List<Object> id, List<Row> rows, long wPrev, long watermark, List<Row> out) {
+    Slices st = null;
     for (Row r : rows) {
       int cls = r.getInt(lay.cls);
-      Acc[] add;
       long slice;
+      boolean created;
       if (cls == Layout.DATA) {
         long ts = r.getLong(lay.ms);
         if (!spec.isLive(ts, watermark)) {
-          out.add(lateRecord(r, ts, watermark));
+          out.add(rowsOut.lateRecord(r, ts, watermark));
           continue;
         }
         slice = spec.sliceOf(ts);
-        add = newAccs();
-        Row rec = r.getStruct(lay.rec);
-        for (int i = 0; i < lay.na; i++) add[i].add(spec, i, spec.aggFields[i] < 0 ? null : rec.get(spec.aggFields[i]), ts);
+        if (st == null) st = load(key, id, wPrev, watermark, out);
+        created = st.addRecord(slice, r.getStruct(lay.rec), ts);
       } else if (cls == Layout.PARTIAL) {
         slice = r.getLong(lay.ms);
-        if (spec.maxTs(spec.lastWindowOfSlice(slice)) + spec.latenessMs <= watermark) {
+        if (Slices.isExpired(spec, slice, watermark)) {
           throw new IllegalStateException(
               "eventtime: a map-side partial for slice " + slice + " is behind the operator's watermark " + watermark
                   + " (the batch watermark published to the tasks was wrong)");
         }
-        add = Mapper.readPartial(lay, spec, r);
+        Acc[] partial = Mapper.readPartial(lay, spec, r);
+        if (st == null) st = load(key, id, wPrev, watermark, out);
+        created = st.add(slice, partial);
       } else {
         continue;
       }
-      if (st == null) {
-        st = load(key, id, wPrev, watermark, out);
-      }
-      Acc[] held = st.slices.get(slice);
-      if (held == null) {
-        held = newAccs();
-        st.slices.put(slice, held);
-        m.windows.addAll(spec.windowsOfSlice(slice));
-      }
-      mergeInto(held, add);
-      if (deltas != null) {
-        Acc[] d = deltas.get(slice);
-        if (d == null) deltas.put(slice, add);
-        else mergeInto(d, add);
-      }
+      if (created) m.windows.addAll(spec.windowsOfSlice(slice));
     }
     if (st == null) {
       // only late records: the key still needs its catch-up sweep
       st = load(key, id, wPrev, watermark, out);
       if (!sweptChanged) return;
     }
-    if (deltas != null && !deltas.isEmpty()) {
-      // LATE panes: every live, already-due window of this key that received records now.
-      TreeSet<Long> due = new TreeSet<>();
-      for (long s : deltas.keySet()) {
-        for (long ws : spec.windowsOfSlice(s)) {
-          long mt = spec.maxTs(ws);
-          if (mt <= watermark && watermark < mt + spec.latenessMs) due.add(ws);
-        }
-      }
-      for (long ws : due) {
-        Acc[] acc = window(spec.discarding ? deltas : st.slices, ws);
-        long index = st.panes.getOrDefault(ws, 0L);
-        out.add(pane(key, ws, Spec.LATE, index, false, acc, watermark));
-        st.panes.put(ws, index + 1);
-      }
-    }
+    st.latePanes(watermark, panes(key, watermark, out));
     if (spec.bounded) {
-      sweep(st, watermark, Spec.END_OF_INPUT_MS, key, out); // a static DataFrame ends with its input
+      // a static DataFrame ends with its input
+      st.sweep(watermark, Spec.END_OF_INPUT_MS, panes(key, Spec.END_OF_INPUT_MS, out));
     }
     store(key, st);
   }
@@ -537,18 +306,18 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     return new Sessions.Emit() {
       @Override
       public void pane(Sessions.Sess s, String timing, long index, boolean fin, Acc[] values, List<long[]> mergedFrom) {
-        out.add(WindowOperator.this.pane(key, s.start, s.end, timing, index, fin, values, watermark, mergedFrom));
+        out.add(rowsOut.pane(key, s.start, s.end, timing, index, fin, values, watermark, mergedFrom));
       }
 
       @Override
       public void late(Row r, long ts, long ws, long we) {
-        out.add(lateRecord(r, ts, watermark, ws, we));
+        out.add(rowsOut.lateRecord(r, ts, watermark, ws, we));
       }
     };
   }
 
   /** Stores a key's sessions, listing the key in the due index under its next event. */
-  private void storeSessions(Meta m, Row key, Sessions st) {
+  private void storeSessions(Bucket m, Row key, Sessions st) {
     if (st.isEmpty()) {
       keys.removeKey(key); // its index entry, if any, is dropped when read
       return;
@@ -562,7 +331,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   }
 
   /** One key of a session window: catch-up sweep to W, then the batch's rows merged in. */
-  private void processSessionKey(Meta m, Row key, List<Row> rows, long wPrev, long watermark, List<Row> out) {
+  private void processSessionKey(Bucket m, Row key, List<Row> rows, long wPrev, long watermark, List<Row> out) {
     byte[] bytes = keys.getValue(key);
     keysRead++;
     Sessions st = bytes == null ? new Sessions(spec, lay.na) : Sessions.decode(spec, lay.na, bytes);
@@ -575,7 +344,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   }
 
   /** The key's state (new when none), swept from wPrev to W (the bucket's catch-up for this key). */
-  private KeyState load(Row key, List<Object> id, long wPrev, long watermark, List<Row> out) {
+  private Slices load(Row key, List<Object> id, long wPrev, long watermark, List<Row> out) {
     byte[] bytes = prefetched.remove(id);
     if (bytes == null) {
       bytes = keys.getValue(key);
@@ -583,17 +352,17 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     }
     if (bytes == null) {
       sweptChanged = false;
-      return new KeyState();
+      return new Slices(spec, lay.na);
     }
-    KeyState st = decode(bytes);
-    sweptChanged = sweep(st, wPrev, watermark, key, out);
+    Slices st = Slices.decode(spec, lay.na, bytes);
+    sweptChanged = st.sweep(wPrev, watermark, panes(key, watermark, out));
     return st;
   }
 
   @Override
   public scala.collection.Iterator<Row> handleExpiredTimer(Row group, TimerValues timerValues, ExpiredTimerInfo info) {
     List<Row> out = new ArrayList<>();
-    Meta m = loadMeta();
+    Bucket m = loadMeta();
     long watermark = timerValues.getCurrentWatermarkInMs();
     if (m == null || watermark <= m.w) return CollectionConverters.asScala(out.iterator());
     if (m.timer <= watermark) m.timer = Long.MIN_VALUE; // it fired

@@ -1,0 +1,184 @@
+package eventtime.jvm;
+
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import org.apache.spark.sql.Row;
+
+/**
+ * The fixed windows (tumbling, sliding, calendar) of one user key (docs/semantics.md): the key's
+ * live slices, each with its accumulators, and the next pane index of each window that had a
+ * pane and has not expired. A window is the merge of its slices ({@link Spec}'s arithmetic). The
+ * same rules as eventtime/core/reference.py, held to it by the transcript and property tests;
+ * the session windows of a key are {@link Sessions}.
+ */
+final class Slices {
+  /** Receives the panes a key's windows produce (the window starting at ws). */
+  interface Emit {
+    void pane(long ws, String timing, long index, boolean fin, Acc[] values);
+  }
+
+  /** slice start -> its accumulators. */
+  private final TreeMap<Long, Acc[]> slices = new TreeMap<>();
+  /** window start -> the index of its next pane (windows that had a pane and are not expired). */
+  private final TreeMap<Long, Long> panes = new TreeMap<>();
+  /** What this batch's rows added, per slice (for the LATE panes; null until then, and in final_only). */
+  private TreeMap<Long, Acc[]> added;
+  private final Spec spec;
+  private final int na;
+
+  Slices(Spec spec, int na) {
+    this.spec = spec;
+    this.na = na;
+  }
+
+  boolean isEmpty() {
+    return slices.isEmpty() && panes.isEmpty();
+  }
+
+  private Acc[] newAccs() {
+    Acc[] a = new Acc[na];
+    for (int i = 0; i < na; i++) a[i] = new Acc();
+    return a;
+  }
+
+  private void mergeInto(Acc[] into, Acc[] from) {
+    for (int i = 0; i < na; i++) into[i].merge(spec, i, from[i]);
+  }
+
+  /** The accumulators of the window starting at ws over the slices of {@code from}, or null. */
+  private Acc[] window(TreeMap<Long, Acc[]> from, long ws) {
+    Acc[] acc = null;
+    for (Acc[] s : from.subMap(ws, true, spec.windowEnd(ws), false).values()) {
+      if (acc == null) acc = newAccs();
+      mergeInto(acc, s);
+    }
+    return acc;
+  }
+
+  /** A slice is expired with the last window that holds it. */
+  static boolean isExpired(Spec spec, long slice, long watermark) {
+    return spec.isExpired(spec.windowEnd(spec.lastWindowOfSlice(slice)), watermark);
+  }
+
+  // --- encoding ------------------------------------------------------------------------------
+
+  static Slices decode(Spec spec, int na, byte[] bytes) {
+    Slices st = new Slices(spec, na);
+    Bytes.In in = new Bytes.In(bytes);
+    int ns = (int) in.readVarLong();
+    long start = 0;
+    for (int s = 0; s < ns; s++) {
+      start = s == 0 ? in.readVarLong() : start + in.readVarLong() * spec.sliceMs;
+      Acc[] accs = new Acc[na];
+      for (int i = 0; i < na; i++) accs[i] = Acc.read(spec, i, in);
+      st.slices.put(start, accs);
+    }
+    int np = (int) in.readVarLong();
+    for (int p = 0; p < np; p++) st.panes.put(in.readVarLong(), in.readVarLong());
+    return st;
+  }
+
+  /** Compact: variable-length integers, slice starts as deltas. */
+  byte[] encode() {
+    Bytes.Out out = new Bytes.Out(48);
+    out.writeVarLong(slices.size());
+    long previous = 0;
+    boolean first = true;
+    for (Map.Entry<Long, Acc[]> e : slices.entrySet()) {
+      out.writeVarLong(first ? e.getKey() : (e.getKey() - previous) / spec.sliceMs);
+      previous = e.getKey();
+      first = false;
+      Acc[] accs = e.getValue();
+      for (int i = 0; i < na; i++) accs[i].write(spec, i, out);
+    }
+    out.writeVarLong(panes.size());
+    for (Map.Entry<Long, Long> e : panes.entrySet()) {
+      out.writeVarLong(e.getKey());
+      out.writeVarLong(e.getValue());
+    }
+    return out.toByteArray();
+  }
+
+  // --- the rules -----------------------------------------------------------------------------
+
+  /**
+   * From wPrev to W: fire every window due under W and not under wPrev (FINAL at expiry in
+   * final_only), purge every window and slice expired under W ({@link Spec#isDue}, {@link
+   * Spec#isExpired}). Returns whether the state changed.
+   */
+  boolean sweep(long wPrev, long watermark, Emit emit) {
+    if (watermark <= wPrev) return false;
+    boolean changed = false;
+    TreeSet<Long> starts = new TreeSet<>();
+    for (long s : slices.keySet()) starts.addAll(spec.windowsOfSlice(s));
+    for (long ws : starts) {
+      long end = spec.windowEnd(ws);
+      if (spec.finalOnly) {
+        if (!spec.isExpired(end, wPrev) && spec.isExpired(end, watermark)) {
+          Acc[] acc = window(slices, ws);
+          if (acc != null) emit.pane(ws, Spec.FINAL, 0, true, acc);
+        }
+      } else if (!spec.isDue(end, wPrev) && spec.isDue(end, watermark)) {
+        Acc[] acc = window(slices, ws);
+        if (acc == null) continue;
+        boolean fin = spec.isExpired(end, watermark);
+        emit.pane(ws, Spec.ON_TIME, 0, fin, acc);
+        if (!fin) {
+          panes.put(ws, 1L);
+          changed = true;
+        }
+      }
+    }
+    changed |= panes.entrySet().removeIf(e -> spec.isExpired(spec.windowEnd(e.getKey()), watermark));
+    changed |= slices.entrySet().removeIf(e -> isExpired(spec, e.getKey(), watermark));
+    return changed;
+  }
+
+  /** Adds one record (its struct and event time) to its slice; true when the slice is new. */
+  boolean addRecord(long slice, Row rec, long ts) {
+    Acc[] add = newAccs();
+    for (int i = 0; i < na; i++) add[i].add(spec, i, spec.aggFields[i] < 0 ? null : rec.get(spec.aggFields[i]), ts);
+    return add(slice, add);
+  }
+
+  /** Adds accumulators (a record's, or a map-side partial) to a slice; true when the slice is new. */
+  boolean add(long slice, Acc[] add) {
+    Acc[] held = slices.get(slice);
+    boolean created = held == null;
+    if (created) {
+      held = newAccs();
+      slices.put(slice, held);
+    }
+    mergeInto(held, add);
+    if (!spec.finalOnly) {
+      if (added == null) added = new TreeMap<>();
+      Acc[] d = added.get(slice);
+      if (d == null) added.put(slice, add);
+      else mergeInto(d, add);
+    }
+    return created;
+  }
+
+  /**
+   * After a batch's rows are added (the key swept to W first): a LATE pane for every window that
+   * is due and not expired under W and received records now (of those records alone when
+   * discarding).
+   */
+  void latePanes(long watermark, Emit emit) {
+    if (added == null) return;
+    TreeSet<Long> due = new TreeSet<>();
+    for (long s : added.keySet()) {
+      for (long ws : spec.windowsOfSlice(s)) {
+        long end = spec.windowEnd(ws);
+        if (spec.isDue(end, watermark) && !spec.isExpired(end, watermark)) due.add(ws);
+      }
+    }
+    for (long ws : due) {
+      Acc[] acc = window(spec.discarding ? added : slices, ws);
+      long index = panes.getOrDefault(ws, 0L);
+      emit.pane(ws, Spec.LATE, index, false, acc);
+      panes.put(ws, index + 1);
+    }
+  }
+}

@@ -20,6 +20,8 @@ __all__ = [
     "FINAL_ONLY",
     "EMIT_MODES",
     "END_OF_INPUT_MS",
+    "MAX_INSTANT_MS",
+    "cleanup_time",
     "next_watermark",
     "is_due",
     "is_expired",
@@ -70,10 +72,24 @@ def is_due(window: Window, watermark_ms: Optional[int]) -> bool:
     return watermark_ms is not None and window.max_timestamp_ms <= watermark_ms
 
 
+#: The largest instant the engine's epoch milliseconds hold (a Java ``long``).
+MAX_INSTANT_MS = 2**63 - 1
+
+
+def cleanup_time(window: Window, allowed_lateness_ms: int) -> int:
+    """When a window's state is purged: ``end - 1 + L``, held at :data:`MAX_INSTANT_MS` when
+    that is out of range (a window with such a lateness is never purged; Flink's guard).
+
+    >>> cleanup_time(Window(0, 3000), 1000), cleanup_time(Window(0, 3000), MAX_INSTANT_MS)
+    (3999, 9223372036854775807)
+    """
+    return min(window.max_timestamp_ms + allowed_lateness_ms, MAX_INSTANT_MS)
+
+
 def is_expired(window: Window, watermark_ms: Optional[int], allowed_lateness_ms: int) -> bool:
-    """A window is expired (state purged, new records late) once ``end - 1 + L <= W``.
+    """A window is expired (state purged, new records late) once ``cleanup_time <= W``.
 
     >>> is_expired(Window(0, 3000), 3999, 1000), is_expired(Window(0, 3000), 3998, 1000)
     (True, False)
     """
-    return watermark_ms is not None and window.max_timestamp_ms + allowed_lateness_ms <= watermark_ms
+    return watermark_ms is not None and cleanup_time(window, allowed_lateness_ms) <= watermark_ms

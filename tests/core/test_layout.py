@@ -116,8 +116,6 @@ BUDGET = {
     "eventtime/spark/extract.py": (485, "each input type's parsing is a Spark SQL expression written next to the "
                                         "others, as core/timestamps.py writes them in Python"),
     "eventtime/query/late.py": (445, "the pyarrow and Spark readers, the summary and the filters share LateFilter"),
-    "eventtime/jvm/src/eventtime/jvm/WindowOperator.java": (610, "to split (issue 38): slices, output rows, timers"),
-    "eventtime/jvm/src/eventtime/jvm/Acc.java": (420, "to split (issue 38): the byte codec belongs in Bytes"),
 }
 
 

@@ -314,3 +314,35 @@ def test_delay_histograms_count_each_valid_record_behind_the_running_maximum(spa
             # (this module imports eventtime's max aggregation)
             running_max = sorted([ts for _, ts in valid] + ([] if running_max is None else [running_max]))[-1]
 
+
+
+@settings(max_examples=60, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(1, 10_000), st.one_of(st.integers(0, 100_000), st.sampled_from([2**62, 2**63 - 2, 2**63 - 1])),
+       st.integers(-10**6, 10**6))
+def test_jvm_firing_rules_are_named_once_and_are_the_python_ones(spark, size, lateness, start):
+    """Spec.isDue / isExpired / cleanupTime against core/trigger.py's is_due / is_expired /
+    cleanup_time, at equality on both sides of every boundary, and with an allowed lateness
+    so large that m + L leaves the range of a long (the window is then never purged)."""
+    import json
+
+    from pyspark.sql import types as T
+
+    from eventtime import Tumbling
+    from eventtime.core.config import EngineConfig
+    from eventtime.core.trigger import END_OF_INPUT_MS, MAX_INSTANT_MS, cleanup_time, is_due, is_expired
+    from eventtime.core.window import Window
+    from eventtime.spark.aggregate import engine_spec, output_schema
+
+    window = Tumbling(size)
+    config = EngineConfig(window, allowed_lateness_ms=lateness)
+    record = T.StructType([T.StructField("key", T.StringType())])
+    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(
+        engine_spec(window, config, record, output_schema([record["key"]], []), ["key"], (), bounded=False)))
+    calls = _Calls(spark, spec)
+    w = Window(start * size, start * size + size)
+    calls.expect("cleanupTime", (w.end_ms,), cleanup_time(w, lateness))
+    m, cleanup = w.max_timestamp_ms, cleanup_time(w, lateness)
+    for watermark in {m - 1, m, m + 1, cleanup - 1, cleanup, cleanup + (cleanup < MAX_INSTANT_MS), END_OF_INPUT_MS}:
+        calls.expect("isDue", (w.end_ms, watermark), is_due(w, watermark))
+        calls.expect("isExpired", (w.end_ms, watermark), is_expired(w, watermark, lateness))
+    calls.check()

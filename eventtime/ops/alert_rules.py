@@ -136,7 +136,7 @@ def record_alert(pipeline: str, batch_id: int, kind: str, reason: str, group: An
         data["max_lateness_ms"] = max_lat
         message = (
             f"[{pipeline}] {count} late record(s) in batch {batch_id}, too late for all their windows "
-            f"({share:.1%} of {rows_in} rows), max lateness {max_lat} ms, "
+            f"({share:.1%} of {rows_in} rows), max lateness {'-' if max_lat is None else human_ms(max_lat)}, "
             f"partitions {', '.join(partitions) or '-'}"
         )
         return data, message

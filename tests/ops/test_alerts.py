@@ -75,6 +75,8 @@ def test_late_alert_is_one_aggregated_event_with_fingerprint_tags_counts_samples
         data = ev["contexts"]["eventtime"]
         assert data["count"] == 40 and data["rows_in"] == 200 and data["share"] == pytest.approx(0.2)
         assert data["max_lateness_ms"] == 40_000
+        assert ev["message"] == ("[orders] 40 late record(s) in batch 7, too late for all their windows (20.0% of 200 rows), "
+                                 "max lateness 40 s, partitions 0, 1")  # durations for people, raw ms in the data
         assert data["partitions"] == ["0", "1"]
         assert data["batch_id"] == 7
         assert len(data["samples"]) == 3

@@ -4,17 +4,19 @@ engine, the router and the sinks")."""
 
 from __future__ import annotations
 
+from .contract import STRINGS
+
 __all__ = [
     "PANE", "LATE_RECORD", "INVALID_RECORD", "PARTITION_STATS", "RECORD_KINDS",
     "COUNT", "SUM", "MEAN", "MIN", "MAX", "FIRST", "LAST", "UDAF", "BUILTIN_AGGREGATIONS",
     "TIMEOUT", "LOOKUP_ERROR", "MISSING", "BAD_RESULT", "BAD_VALUE", "ENRICHMENT_FAILURE_REASONS",
 ]
 
-# output rows
-PANE = "pane"
-LATE_RECORD = "late"  # a valid record added to no window (reason too_late)
-INVALID_RECORD = "invalid"  # a record whose timestamp or source line was quarantined
-PARTITION_STATS = "partition_stats"
+# output rows (the contract with the engine: eventtime/contract.json)
+PANE = STRINGS["PANE"]
+LATE_RECORD = STRINGS["LATE_RECORD"]  # a valid record added to no window (reason too_late)
+INVALID_RECORD = STRINGS["INVALID_RECORD"]  # a record whose timestamp or source line was quarantined
+PARTITION_STATS = STRINGS["PARTITION_STATS"]
 RECORD_KINDS = (LATE_RECORD, INVALID_RECORD)
 
 # aggregations

@@ -12,6 +12,7 @@ from datetime import date, datetime, timezone
 from typing import Optional
 
 from ._duration import event_zone, to_instant_ms
+from .contract import STRINGS
 
 __all__ = [
     "NULL_TIMESTAMP",
@@ -42,7 +43,7 @@ MALFORMED_RECORD = "malformed_record"
 # (eventtime.enrich_async, applied before with_event_time): set by the Spark engine only,
 # after malformed_record and before any timestamp check.
 ENRICHMENT_FAILED = "enrichment_failed"
-TOO_LATE = "too_late"
+TOO_LATE = STRINGS["TOO_LATE"]  # the contract with the engine (eventtime/contract.json)
 INVALID_REASONS = (NULL_TIMESTAMP, UNPARSEABLE_TIMESTAMP, BEFORE_MIN_VALID, TOO_FAR_IN_FUTURE, MALFORMED_RECORD,
                    ENRICHMENT_FAILED)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from .contract import LONGS, STRINGS
 from .window import Window
 
 __all__ = [
@@ -27,21 +28,22 @@ __all__ = [
     "is_expired",
 ]
 
-ON_TIME = "ON_TIME"
-LATE = "LATE"
-FINAL = "FINAL"
+# pane timings and modes (the contract with the engine: eventtime/contract.json)
+ON_TIME = STRINGS["ON_TIME"]
+LATE = STRINGS["LATE"]
+FINAL = STRINGS["FINAL"]
 
-ACCUMULATING = "accumulating"
-DISCARDING = "discarding"
+ACCUMULATING = STRINGS["ACCUMULATING"]
+DISCARDING = STRINGS["DISCARDING"]
 ACCUMULATION_MODES = (ACCUMULATING, DISCARDING)
 
-ON_TIME_AND_LATE = "on_time_and_late"
-FINAL_ONLY = "final_only"
+ON_TIME_AND_LATE = STRINGS["ON_TIME_AND_LATE"]
+FINAL_ONLY = STRINGS["FINAL_ONLY"]
 EMIT_MODES = (ON_TIME_AND_LATE, FINAL_ONLY)
 
 # The watermark at the end of a bounded input (Flink's Long.MAX_VALUE watermark): every window
 # is due and expired. 9999-12-31T23:59:59.999Z, the largest instant a Spark timestamp holds.
-END_OF_INPUT_MS = 253_402_300_799_999
+END_OF_INPUT_MS = LONGS["END_OF_INPUT_MS"]
 
 
 def next_watermark(current_ms: Optional[int], max_event_time_ms: Optional[int], max_out_of_orderness_ms: int) -> Optional[int]:

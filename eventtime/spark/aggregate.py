@@ -20,6 +20,7 @@ from ..core import aggregations as _agg
 from ..core._duration import to_ms
 from ..core.aggregations import Aggregation
 from ..core.config import EngineConfig
+from ..core.contract import INTS
 from ..core.kinds import COUNT, MAX, MEAN, MIN, SUM, UDAF
 from ..core.trigger import ACCUMULATING, ON_TIME_AND_LATE
 from ..core.watermark import GLOBAL, WatermarkPolicy
@@ -59,7 +60,8 @@ MERGED_FROM = "merged_from"
 # The user's row as one struct, beside the output: the payload of late / invalid records.
 C_REC = "et__rec"
 # Row classes of the operator input (Layout.java).
-CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, CLS_CONTROL, CLS_TICK = 0, 1, 2, 5, 6
+CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, CLS_CONTROL, CLS_TICK = (INTS[n] for n in (
+    "CLS_DATA", "CLS_HEARTBEAT", "CLS_INVALID", "CLS_CONTROL", "CLS_TICK"))  # the contract: eventtime/contract.json
 # The operator's grouping key is a hash bucket of the user key (state is per user key inside
 # it, see WindowOperator.java); fixed, as a checkpoint's state is laid out by it.
 NUM_BUCKETS = 32

@@ -85,10 +85,28 @@ def _sources(spark_version: str) -> list[Path]:
     return sorted(_SRC.rglob("*.java")) + sorted(_overlay(spark_version).rglob("*.java"))
 
 
+# The contract between Python and the engine, written once (eventtime/core/contract.py reads it).
+_CONTRACT = _JVM.parent / "contract.json"
+
+
+def contract_java() -> str:
+    """``eventtime.jvm.Contract``, generated from ``eventtime/contract.json`` for every build."""
+    import json
+
+    contract = json.loads(_CONTRACT.read_text(encoding="utf-8"))
+    lines = ["package eventtime.jvm;", "",
+             "/** Generated from eventtime/contract.json by eventtime/spark/jvm.py at build time: edit the JSON. */",
+             "public final class Contract {", "  private Contract() {}"]
+    lines += [f"  public static final String {name} = {json.dumps(value)};" for name, value in contract["strings"].items()]
+    lines += [f"  public static final int {name} = {int(value)};" for name, value in contract["ints"].items()]
+    lines += [f"  public static final long {name} = {int(value)}L;" for name, value in contract["longs"].items()]
+    return "\n".join(lines + ["}", ""])
+
+
 def _fingerprint(spark_version: str) -> str:
     digest = hashlib.sha256(spark_version.encode())
-    for path in _sources(spark_version):
-        digest.update(path.relative_to(_JVM).as_posix().encode())
+    for path in [*_sources(spark_version), _CONTRACT]:
+        digest.update(path.relative_to(_JVM.parent).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -140,8 +158,12 @@ def build_jar(out: Path, spark_jars: Path, spark_version: str, verbose: bool = F
             "JDK compiler (javac) was found to build it; install eventtime from its wheel (which carries the "
             "jar), or install a JDK 17 (e.g. apt-get install openjdk-17-jdk-headless, or run `make install`)"
         )
-    sources = _sources(spark_version)
-    with tempfile.TemporaryDirectory(prefix="eventtime-javac-") as classes:
+    with tempfile.TemporaryDirectory(prefix="eventtime-javac-") as classes, \
+            tempfile.TemporaryDirectory(prefix="eventtime-generated-") as generated:
+        contract = Path(generated, "eventtime", "jvm", "Contract.java")
+        contract.parent.mkdir(parents=True)
+        contract.write_text(contract_java(), encoding="utf-8")
+        sources = [*_sources(spark_version), contract]
         command = [javac, "-nowarn", "-encoding", "UTF-8", "--release", "17", "-d", classes,
                    "-cp", str(spark_jars / "*"), *map(str, sources)]
         if verbose:

@@ -156,7 +156,7 @@ public final class InProcess {
     if (!spec.publishedWatermark) return render(CollectionConverters.asJava(tester.setWatermark(watermark)));
     operator.publishInProcess(watermark);
     Object[] in = new Object[Layout.IN_K0 + spec.keyFields.length + spec.aggFields.length];
-    in[Layout.IN_CLS] = watermark == Spec.END_OF_INPUT_MS ? Layout.CONTROL : Layout.TICK;
+    in[Layout.IN_CLS] = watermark == Contract.END_OF_INPUT_MS ? Layout.CONTROL : Layout.TICK;
     return render(run(new Mapper(spec, null), java.util.Collections.singletonList(RowFactory.create(in))));
   }
 
@@ -183,6 +183,21 @@ public final class InProcess {
       if (tester.peekValueState("meta", g).isDefined()) n++;
     }
     return n;
+  }
+
+  /** The output positions {@link Layout} found in the spec's output schema, by column name (tests). */
+  public static String outputPositions(Spec spec) throws java.io.IOException {
+    Layout l = new Layout(spec);
+    java.util.Map<String, Integer> out = new java.util.LinkedHashMap<>();
+    String[] names = {"window_start", "window_end", "pane_timing", "pane_index", "is_final", "reason", "event_time",
+        "raw_timestamp", "watermark", "lateness_ms", "partition", "offset", "payload", "stat_max_event_time",
+        "stat_rows", "stat_delays", "merged_from", "et__rec"};
+    int[] at = {l.oWs, l.oWe, l.oTiming, l.oIndex, l.oFinal, l.oReason, l.oEventTime, l.oRaw, l.oWatermark,
+        l.oLateness, l.oPart, l.oOff, l.oPayload, l.oStatMax, l.oStatRows, l.oStatDelays, l.oMerged, l.oRec};
+    for (int i = 0; i < names.length; i++) out.put(names[i], at[i]);
+    out.put("first_aggregation", l.oAgg0);
+    out.put("width", l.oWidth);
+    return JSON.writeValueAsString(out);
   }
 
   /**
@@ -241,7 +256,7 @@ public final class InProcess {
         DataTypes.createStructField("x", DataTypes.LongType, true)}), true),
     });
     java.util.Random r = new java.util.Random(seed);
-    String[] texts = {"", "pane", "ON_TIME", "user0000042", "a \"q\" \u00fc-\u00f1-\ud83d\ude00", "\u0000x", "long text ".repeat(20)};
+    String[] texts = {"", Contract.PANE, Contract.ON_TIME, "user0000042", "a \"q\" \u00fc-\u00f1-\ud83d\ude00", "\u0000x", "long text ".repeat(20)};
     double[] doubles = {0.0, -0.0, Double.NaN, Double.POSITIVE_INFINITY, Double.NEGATIVE_INFINITY, Double.MIN_VALUE, 1.5e300, -2.25};
     float[] floats = {0.0f, -0.0f, Float.NaN, Float.POSITIVE_INFINITY, Float.MIN_VALUE, 3.5f};
     long[] longs = {0, 1, -1, Long.MIN_VALUE, Long.MAX_VALUE, 1L << 53, (1L << 53) + 1};

@@ -22,12 +22,13 @@ import org.apache.spark.sql.types.StructType;
  * </pre>
  */
 final class Layout {
-  // row classes
-  static final int DATA = 0, HEARTBEAT = 1, INVALID = 2, STATS = 3, PARTIAL = 4, CONTROL = 5;
+  // row classes (the contract: eventtime/contract.json)
+  static final int DATA = Contract.CLS_DATA, HEARTBEAT = Contract.CLS_HEARTBEAT, INVALID = Contract.CLS_INVALID,
+      STATS = Contract.CLS_STATS, PARTIAL = Contract.CLS_PARTIAL, CONTROL = Contract.CLS_CONTROL;
   // per-partition watermarks: a tick (the driver's W moved) and the end of input, sent to every bucket
-  static final int TICK = 6, END = 7;
+  static final int TICK = Contract.CLS_TICK, END = Contract.CLS_END;
   // a task's largest event time, for Spark's watermark node after the map side (MapSideWatermark)
-  static final int WATERMARK = 8;
+  static final int WATERMARK = Contract.CLS_WATERMARK;
   // group of the operator key: 0 = keyed rows, 1 = stateless pass-through (invalid records, statistics)
   static final int KEYED = 0, PASS = 1;
   // position of the first key column in the operator input (after et__g and the bucket et__b)
@@ -60,26 +61,34 @@ final class Layout {
     rec = cls + 8;
     p0 = cls + 9;
     width = p0 + 1;
-    oWs = nk + 1;
-    oWe = nk + 2;
-    oTiming = nk + 3;
-    oIndex = nk + 4;
-    oFinal = nk + 5;
-    oAgg0 = nk + 6;
-    oReason = oAgg0 + na;
-    oEventTime = oReason + 1;
-    oRaw = oReason + 2;
-    oWatermark = oReason + 3;
-    oLateness = oReason + 4;
-    oPart = oReason + 5;
-    oOff = oReason + 6;
-    oPayload = oReason + 7;
-    oStatMax = oReason + 8;
-    oStatRows = oReason + 9;
-    oStatDelays = oReason + 10;
-    oMerged = oReason + 11;
-    oRec = oReason + 12;
-    oWidth = oReason + 13;
+    // output: the positions of the schema Python defines (spark/aggregate.py, output_schema), by
+    // name (keys and aggregations may not take these names); keys follow kind, the aggregations
+    // follow is_final
+    StructType out = spec.outputType;
+    if (out.fieldIndex("kind") != 0) throw new IllegalArgumentException("the output's first column must be kind");
+    oWs = out.fieldIndex("window_start");
+    oWe = out.fieldIndex("window_end");
+    oTiming = out.fieldIndex("pane_timing");
+    oIndex = out.fieldIndex("pane_index");
+    oFinal = out.fieldIndex("is_final");
+    oAgg0 = oFinal + 1;
+    oReason = out.fieldIndex("reason");
+    oEventTime = out.fieldIndex("event_time");
+    oRaw = out.fieldIndex("raw_timestamp");
+    oWatermark = out.fieldIndex("watermark");
+    oLateness = out.fieldIndex("lateness_ms");
+    oPart = out.fieldIndex("partition");
+    oOff = out.fieldIndex("offset");
+    oPayload = out.fieldIndex("payload");
+    oStatMax = out.fieldIndex("stat_max_event_time");
+    oStatRows = out.fieldIndex("stat_rows");
+    oStatDelays = out.fieldIndex("stat_delays");
+    oMerged = out.fieldIndex("merged_from");
+    oRec = out.fieldIndex("et__rec");
+    oWidth = out.fields().length;
+    if (oWs != nk + 1 || oReason != oAgg0 + na) {
+      throw new IllegalArgumentException("the output's keys must follow kind and its aggregations is_final: " + out);
+    }
   }
 
   static StructType operatorSchema(Spec spec) {

@@ -28,7 +28,7 @@ final class OutputRows {
 
   /** A pane of the window [ws, we); mergedFrom (sessions) the bounds of the panes it replaces, or null. */
   Row pane(Row key, long ws, long we, String timing, long index, boolean fin, Acc[] acc, long watermark, List<long[]> mergedFrom) {
-    Object[] o = outRow("pane", key, 0);
+    Object[] o = outRow(Contract.PANE, key, 0);
     o[lay.oWs] = ws;
     o[lay.oWe] = we;
     if (mergedFrom != null) {
@@ -51,8 +51,8 @@ final class OutputRows {
 
   /** A record too late for every window it belongs to, which span [ws, we). */
   Row lateRecord(Row r, long ts, long watermark, long ws, long we) {
-    Object[] o = outRow("late", r, Layout.K0);
-    o[lay.oReason] = "too_late";
+    Object[] o = outRow(Contract.LATE_RECORD, r, Layout.K0);
+    o[lay.oReason] = Contract.TOO_LATE;
     o[lay.oEventTime] = ts;
     o[lay.oRaw] = spec.rawText(r.getStruct(lay.rec));
     // Spark reports 0 before the first watermark: no watermark yet (null).
@@ -68,7 +68,7 @@ final class OutputRows {
 
   /** A record with an invalid event time (its reason given by the map side). */
   Row invalidRecord(Row r, long watermark) {
-    Object[] o = outRow("invalid", r, Layout.K0);
+    Object[] o = outRow(Contract.INVALID_RECORD, r, Layout.K0);
     o[lay.oReason] = r.get(lay.reason);
     o[lay.oRaw] = r.get(lay.raw);
     o[lay.oWatermark] = watermark > 0 ? watermark : null;
@@ -81,7 +81,7 @@ final class OutputRows {
   /** A source partition's statistics from a map task: rows, max event time, delay histogram. */
   Row statsRow(Row r, long watermark) {
     Object[] o = new Object[lay.oWidth];
-    o[0] = "partition_stats";
+    o[0] = Contract.PARTITION_STATS;
     o[lay.oPart] = r.get(lay.part);
     o[lay.oStatMax] = r.get(lay.tmax);
     o[lay.oStatRows] = r.get(lay.n);

@@ -129,7 +129,7 @@ final class Sessions {
     for (Map.Entry<Long, Long> e : s.shown.entrySet()) {
       if (e.getKey() != s.start || e.getValue() != s.end) mergedFrom.add(new long[] {e.getKey(), e.getValue()});
     }
-    emit.pane(s, timing, s.nextIndex, fin, spec.discarding && !Spec.FINAL.equals(timing) ? s.since : s.all, mergedFrom);
+    emit.pane(s, timing, s.nextIndex, fin, spec.discarding && !Contract.FINAL.equals(timing) ? s.since : s.all, mergedFrom);
     s.nextIndex++;
     s.fired = true;
     s.shown.clear();
@@ -149,9 +149,9 @@ final class Sessions {
       Sess s = it.next();
       boolean expired = spec.isExpired(s.end, watermark);
       if (spec.finalOnly) {
-        if (expired) emitPane(s, Spec.FINAL, true, emit);
+        if (expired) emitPane(s, Contract.FINAL, true, emit);
       } else if (!s.fired && spec.isDue(s.end, watermark)) {
-        emitPane(s, Spec.ON_TIME, expired, emit);
+        emitPane(s, Contract.ON_TIME, expired, emit);
         changed = true;
       }
       if (expired) {
@@ -228,7 +228,7 @@ final class Sessions {
     }
     if (!spec.finalOnly) {
       for (Sess s : touched) {
-        if (spec.isDue(s.end, watermark)) emitPane(s, Spec.LATE, false, emit);
+        if (spec.isDue(s.end, watermark)) emitPane(s, Contract.LATE, false, emit);
       }
     }
   }

@@ -117,13 +117,13 @@ final class Slices {
       if (spec.finalOnly) {
         if (!spec.isExpired(end, wPrev) && spec.isExpired(end, watermark)) {
           Acc[] acc = window(slices, ws);
-          if (acc != null) emit.pane(ws, Spec.FINAL, 0, true, acc);
+          if (acc != null) emit.pane(ws, Contract.FINAL, 0, true, acc);
         }
       } else if (!spec.isDue(end, wPrev) && spec.isDue(end, watermark)) {
         Acc[] acc = window(slices, ws);
         if (acc == null) continue;
         boolean fin = spec.isExpired(end, watermark);
-        emit.pane(ws, Spec.ON_TIME, 0, fin, acc);
+        emit.pane(ws, Contract.ON_TIME, 0, fin, acc);
         if (!fin) {
           panes.put(ws, 1L);
           changed = true;
@@ -177,7 +177,7 @@ final class Slices {
     for (long ws : due) {
       Acc[] acc = window(spec.discarding ? added : slices, ws);
       long index = panes.getOrDefault(ws, 0L);
-      emit.pane(ws, Spec.LATE, index, false, acc);
+      emit.pane(ws, Contract.LATE, index, false, acc);
       panes.put(ws, index + 1);
     }
   }

@@ -23,10 +23,6 @@ import org.apache.spark.sql.types.StructType;
 public final class Spec implements Serializable {
   private static final long serialVersionUID = 1L;
 
-  public static final long END_OF_INPUT_MS = 253_402_300_799_999L;
-  public static final String ON_TIME = "ON_TIME";
-  public static final String LATE = "LATE";
-  public static final String FINAL = "FINAL";
 
   public final long sizeMs, slideMs, offsetMs, latenessMs, sliceMs;
   /** Calendar windows (local day / week / month in {@link #zone}) instead of a fixed grid. */
@@ -108,8 +104,8 @@ public final class Spec implements Serializable {
         sliceMs = gcd(sizeMs, slideMs);
       }
       latenessMs = n.get("allowed_lateness_ms").asLong();
-      finalOnly = "final_only".equals(n.get("emit").asText());
-      discarding = "discarding".equals(n.get("accumulation").asText());
+      finalOnly = Contract.FINAL_ONLY.equals(n.get("emit").asText());
+      discarding = Contract.DISCARDING.equals(n.get("accumulation").asText());
       bounded = n.get("bounded").asBoolean();
       watermarkProperty = n.get("watermark_property").asText();
       buckets = n.get("buckets").asInt();

@@ -222,7 +222,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     prefetched.clear();
     if (spec.bounded || end) {
       // a static DataFrame ends with its input; so does a stream whose end of input reached this bucket
-      sweepBucket(m, Spec.END_OF_INPUT_MS, out, java.util.Collections.emptyMap());
+      sweepBucket(m, Contract.END_OF_INPUT_MS, out, java.util.Collections.emptyMap());
     } else if (!spec.publishedWatermark) {
       armTimer(m);
     }
@@ -286,7 +286,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     st.latePanes(watermark, panes(key, watermark, out));
     if (spec.bounded) {
       // a static DataFrame ends with its input
-      st.sweep(watermark, Spec.END_OF_INPUT_MS, panes(key, Spec.END_OF_INPUT_MS, out));
+      st.sweep(watermark, Contract.END_OF_INPUT_MS, panes(key, Contract.END_OF_INPUT_MS, out));
     }
     store(key, st);
   }
@@ -339,7 +339,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     List<Row> data = new ArrayList<>(rows.size());
     for (Row r : rows) if (r.getInt(lay.cls) == Layout.DATA) data.add(r);
     st.add(data, lay, watermark, emitter(key, watermark, out));
-    if (spec.bounded) st.sweep(watermark, Spec.END_OF_INPUT_MS, emitter(key, Spec.END_OF_INPUT_MS, out));
+    if (spec.bounded) st.sweep(watermark, Contract.END_OF_INPUT_MS, emitter(key, Contract.END_OF_INPUT_MS, out));
     storeSessions(m, key, st);
   }
 

@@ -1,0 +1,70 @@
+"""The contract between Python and the JVM engine is written once (eventtime/contract.json):
+the engine's generated ``Contract`` class and the Python constants both carry it, and no Java
+source writes one of its values by hand."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import eventtime
+from eventtime.core import kinds, timestamps, trigger
+from eventtime.core.contract import CONTRACT_PATH, INTS, LONGS, STRINGS
+
+pytestmark = pytest.mark.spark
+JAVA = Path(eventtime.__file__).parent / "jvm"
+
+
+def test_the_engines_contract_class_is_the_json(spark):
+    contract = spark._jvm.eventtime.jvm.Contract
+    assert {name: getattr(contract, name) for name in STRINGS} == STRINGS
+    assert {name: getattr(contract, name) for name in INTS} == INTS
+    assert {name: getattr(contract, name) for name in LONGS} == LONGS
+    assert STRINGS == json.loads(CONTRACT_PATH.read_text())["strings"]
+
+
+def test_python_reads_its_constants_from_the_contract():
+    assert (kinds.PANE, kinds.LATE_RECORD, kinds.INVALID_RECORD, kinds.PARTITION_STATS) == tuple(
+        STRINGS[n] for n in ("PANE", "LATE_RECORD", "INVALID_RECORD", "PARTITION_STATS"))
+    assert (trigger.ON_TIME, trigger.LATE, trigger.FINAL, trigger.FINAL_ONLY, trigger.DISCARDING) == tuple(
+        STRINGS[n] for n in ("ON_TIME", "LATE", "FINAL", "FINAL_ONLY", "DISCARDING"))
+    assert trigger.END_OF_INPUT_MS == LONGS["END_OF_INPUT_MS"] and timestamps.TOO_LATE == STRINGS["TOO_LATE"]
+
+
+def _code(text: str) -> str:
+    """Java source without its comments."""
+    return re.sub(r"//[^\n]*", "", re.sub(r"/\*.*?\*/", "", text, flags=re.S))
+
+
+def test_no_java_source_writes_a_contract_value_by_hand():
+    literals = {json.dumps(v) for v in STRINGS.values()} | {str(v) for v in LONGS.values()} | \
+        {f"{v:_}" for v in LONGS.values()}
+    found = []
+    for path in JAVA.rglob("*.java"):
+        code = _code(path.read_text())
+        found += [(path.name, lit) for lit in literals if lit in code]
+    assert not found, f"contract values written by hand (use eventtime.jvm.Contract): {found}"
+
+
+def test_the_operator_finds_every_output_column_where_python_puts_it(spark):
+    """Layout.java reads the output positions by name from the schema Python defines
+    (spark/aggregate.py output_schema): a column Python adds or moves cannot be missed."""
+    from pyspark.sql import types as T
+
+    from eventtime.core.config import EngineConfig
+    from eventtime.spark.aggregate import C_REC, engine_spec, output_schema
+
+    window = eventtime.Tumbling("1 minute")
+    aggs = (eventtime.count(), eventtime.sum("v"))
+    record = T.StructType([T.StructField("k", T.StringType()), T.StructField("v", T.LongType())])
+    out = output_schema([record["k"]], [T.StructField("count", T.LongType()), T.StructField("sum_v", T.LongType())])
+    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(engine_spec(window, EngineConfig(window, aggs), record, out, ["k"],
+                                                                aggs, bounded=False)))
+    positions = json.loads(spark._jvm.eventtime.jvm.InProcess.outputPositions(spec))
+    names = [*out.names, C_REC]
+    assert positions.pop("width") == len(names)
+    assert positions.pop("first_aggregation") == names.index("count")
+    assert positions == {name: names.index(name) for name in names if name not in ("kind", "k", "count", "sum_v")}

@@ -12,7 +12,7 @@ PY42 := $(VENV42)/bin/python
 PYTHON ?= python3
 DEMO_DIR ?= demo-output
 BENCH_ARGS ?= --rows 500000
-JAVA_SOURCES := $(wildcard eventtime/jvm/src/eventtime/jvm/*.java eventtime/jvm/spark-*/eventtime/jvm/*.java)
+JAVA_SOURCES := $(wildcard eventtime/spark/engine/src/eventtime/jvm/*.java eventtime/spark/engine/spark-*/eventtime/jvm/*.java)
 
 .PHONY: demo demo-kafka test test-fast test-spark test-integration install jars wheel bench clean
 
@@ -23,7 +23,7 @@ $(VENV)/.installed: pyproject.toml constraints/spark-4.3.txt $(JAVA_SOURCES)
 	$(PY) -m pip install --quiet --upgrade pip -c constraints/spark-4.3.txt setuptools wheel
 	$(PY) -m pip install --quiet -c constraints/spark-4.3.txt -e ".[test]"
 	# the engine is Java: compiled here with javac against pyspark's own jars
-	$(PY) -c 'from eventtime.spark.jvm import engine_jar; print(engine_jar(verbose=True))'
+	$(PY) -c 'from eventtime.spark.engine import engine_jar; print(engine_jar(verbose=True))'
 	# Apache Kafka's broker jars (for the Kafka demo and tests), from Maven Central
 	$(PY) -m eventtime.spark.connectors broker
 	# the classes a Spark driver loads, recorded once so that every later JVM starts faster
@@ -35,7 +35,7 @@ $(VENV42)/.installed: pyproject.toml constraints/spark-4.2.txt $(JAVA_SOURCES)
 	$(PYTHON) -m venv $(VENV42)
 	$(PY42) -m pip install --quiet --upgrade pip -c constraints/spark-4.2.txt setuptools wheel
 	$(PY42) -m pip install --quiet -c constraints/spark-4.2.txt -e ".[test,delta-spark]"
-	$(PY42) -c 'from eventtime.spark.jvm import engine_jar; print(engine_jar(verbose=True))'
+	$(PY42) -c 'from eventtime.spark.engine import engine_jar; print(engine_jar(verbose=True))'
 	# Spark's Kafka source, Delta Lake and Kafka's broker, from Maven Central
 	$(PY42) -m eventtime.spark.connectors kafka delta broker
 	$(PY42) scripts/build-class-archive.py $(VENV42)/spark-classes.jsa

@@ -1,6 +1,6 @@
 """Build hook: compile the JVM engine into the wheel (pyproject.toml is the declaration).
 
-``build_py`` compiles one engine jar per Spark minor into ``<build_lib>/eventtime/jvm/lib``
+``build_py`` compiles one engine jar per Spark minor into ``<build_lib>/eventtime/spark/engine/lib``
 (the wheel only; the source tree and the sdist never hold a built jar):
 
 * ``EVENTTIME_SPARK_JARS`` set: a ``os.pathsep``-separated list of Spark jars directories
@@ -28,8 +28,8 @@ _SPARK_CORE = re.compile(r"^spark-core_[0-9.]+-(\d+\.\d+\.\d+(?:[-.][\w.]+)?)\.j
 
 
 def _jvm_module():
-    """eventtime/spark/jvm.py, loaded by file path (importing the package would import its deps)."""
-    spec = importlib.util.spec_from_file_location("_eventtime_build_jvm", HERE / "eventtime" / "spark" / "jvm.py")
+    """eventtime/spark/engine/__init__.py, loaded by file path (importing the package would import its deps)."""
+    spec = importlib.util.spec_from_file_location("_eventtime_build_jvm", HERE / "eventtime" / "spark" / "engine" / "__init__.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -70,7 +70,7 @@ class BuildPyWithEngine(build_py):
                   "the wheel carries no engine jar (it will need javac on first use)", file=sys.stderr)
             return
         jvm = _jvm_module()
-        lib = Path(self.build_lib) / "eventtime" / "jvm" / "lib"
+        lib = Path(self.build_lib) / "eventtime" / "spark" / "engine" / "lib"
         for stale in lib.glob("*.jar"):  # from an earlier build into the same build/lib
             stale.unlink()
         built: dict[str, str] = {}

@@ -49,7 +49,7 @@ public class CountOnly implements MapPartitionsFunction<Row, Row> {
 
 
 def _count_only_jar(workdir: str) -> str:
-    from eventtime.spark.jvm import _pyspark_jars
+    from eventtime.spark.engine import _pyspark_jars
 
     src, classes = os.path.join(workdir, "CountOnly.java"), os.path.join(workdir, "classes")
     with open(src, "w") as out:
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
 
     import eventtime
     from eventtime.spark import local_session
-    from eventtime.spark.jvm import engine_jar
+    from eventtime.spark.engine import engine_jar
 
     work = tempfile.mkdtemp(prefix="eventtime-map-side-")
     data = os.path.join(work, "data")

@@ -1,7 +1,7 @@
 """The contract between Python and the JVM engine (row kinds, the late reason, pane timings,
 modes, the operator input's row classes, the end-of-input watermark), read from ``eventtime/contract.json``: the one place it is
 written. The engine's build generates ``Contract.java`` from the same file
-(``eventtime/spark/jvm.py``), and ``tests/spark/test_contract.py`` holds the two to it.
+(``eventtime/spark/engine/__init__.py``), and ``tests/spark/test_contract.py`` holds the two to it.
 
 >>> STRINGS["PANE"], LONGS["END_OF_INPUT_MS"]
 ('pane', 253402300799999)

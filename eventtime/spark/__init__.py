@@ -6,7 +6,7 @@
 ...                                                   allowed_lateness="10 minutes"))  # doctest: +SKIP
 >>> query = eventtime.route(out, panes=write_results, late=write_late).start(checkpoint="/chk")  # doctest: +SKIP
 
-Plan of one query (``eventtime.spark.aggregate`` and ``.router``; the operator is Java, ``eventtime/jvm/src``)::
+Plan of one query (``eventtime.spark.aggregate`` and ``.router``; the operator is Java, ``eventtime/spark/engine/src``)::
 
     source (+ end-of-input control stream) -> with_event_time (Spark SQL: parse + classify,
            __et_wm timestamp, withWatermark)
@@ -48,7 +48,7 @@ from .aggregate import window_aggregate
 from .connect import ClassicSessionRequiredError
 from .errors import QueryFailedError, describe_failure
 from .extract import with_event_time
-from .jvm import engine_jar
+from .engine import engine_jar
 from .router import Router, route
 from .session import local_session
 

@@ -27,7 +27,7 @@ from ..core.watermark import GLOBAL, WatermarkPolicy
 from ..core.window import WindowAssigner
 from .connect import require_classic
 from .extract import event_time_settings
-from .jvm import ensure_engine
+from .engine import ensure_engine
 
 __all__ = ["window_aggregate", "output_schema", "engine_spec"]
 
@@ -298,7 +298,7 @@ def window_aggregate(
         spec = engine_spec(window, config, record_type, out_schema, keys, aggregations, bounded=not df.isStreaming,
                            event_time_column=settings.get("column"),
                            session_time_zone=spark.conf.get("spark.sql.session.timeZone"))
-        # The operator input (eventtime/jvm/src/eventtime/jvm/Layout.java): the event time as a
+        # The operator input (eventtime/spark/engine/src/eventtime/jvm/Layout.java): the event time as a
         # plain long (no watermark metadata, so Spark drops nothing before the operator), the row
         # class, the invalid reason / raw text, partition (Spark's own text of it) and offset,
         # the user's row as one struct, then the key and aggregated columns on their own.

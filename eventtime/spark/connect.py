@@ -1,6 +1,6 @@
 """Spark Connect: what of eventtime runs on a Spark Connect client, and a plain refusal of the rest.
 
-eventtime's engine is a JVM operator (the engine jar, ``eventtime/jvm``) that the Python side
+eventtime's engine is a JVM operator (the engine jar, ``eventtime/spark/engine``) that the Python side
 reaches through the session's py4j gateway (``spark._jvm``): ``window_aggregate`` plans the
 operator with it, ``with_event_time`` on a stream adds the engine's end-of-input control
 source and batch-time column with it, and ``route`` collects each batch with it. A Spark
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .jvm import EngineUnavailableError
+from .engine import EngineUnavailableError
 
 __all__ = ["ClassicSessionRequiredError", "is_connect", "require_classic", "CONNECT_PACKAGE"]
 
@@ -37,7 +37,7 @@ CONNECT_PACKAGE = "pyspark.sql.connect"
 class ClassicSessionRequiredError(EngineUnavailableError):
     """The engine was asked for on a Spark Connect session: it needs a classic (py4j) session.
 
-    An :class:`~eventtime.spark.jvm.EngineUnavailableError` (a ``RuntimeError``): the engine
+    An :class:`~eventtime.spark.engine.EngineUnavailableError` (a ``RuntimeError``): the engine
     cannot be reached from this session, as when its jar is missing; ``what`` names the
     eventtime function that refused."""
 
@@ -71,7 +71,7 @@ def message(what: str, obj: Any) -> str:
         "py4j gateway, so the engine cannot be reached from it, even when the Connect server has the engine jar "
         "on its class path.\n"
         "  What to do: run this job on a classic session: spark-submit --jars <engine jar> job.py (without "
-        "--remote; `python -m eventtime.spark.jvm` prints the jar's path), or in Python "
+        "--remote; `python -m eventtime.spark.engine` prints the jar's path), or in Python "
         "SparkSession.builder.master(...).config('spark.api.mode', 'classic')"
         ".config('spark.jars', eventtime.engine_jar()).getOrCreate(), or eventtime.local_session(); "
         "not SparkSession.builder.remote(...), SPARK_REMOTE or spark.api.mode=connect.\n"

@@ -36,7 +36,7 @@ def _signal(path: str) -> int:
 
 def control_stream(spark):
     """(streaming DataFrame of end-of-input signals, path of its signal file)."""
-    from .jvm import ensure_engine
+    from .engine import ensure_engine
 
     ensure_engine(spark)
     path = os.path.join(tempfile.gettempdir(), f"eventtime-control-{uuid.uuid4().hex}")

@@ -466,7 +466,7 @@ def _batch_now_ms(df: DataFrame) -> Column:
     now = F.unix_millis(F.current_timestamp())
     if not df.isStreaming:
         return now
-    from .jvm import ensure_engine
+    from .engine import ensure_engine
 
     ensure_engine(df.sparkSession)
     return Column(df.sparkSession._jvm.eventtime.jvm.BatchValue.column(now._jc))

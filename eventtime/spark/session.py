@@ -99,7 +99,7 @@ def local_session(
     )
     for key, value in ENGINE_CONF.items():
         builder = builder.config(key, value)
-    from .jvm import check_engine_version, engine_jar
+    from .engine import check_engine_version, engine_jar
 
     jar = engine_jar()
     jars = [jar]

@@ -7,7 +7,7 @@ import zipfile
 import pytest
 
 from eventtime.spark import jvm
-from eventtime.spark.jvm import EngineUnavailableError, EngineVersionError
+from eventtime.spark.engine import EngineUnavailableError, EngineVersionError
 
 
 def test_supported_minors():

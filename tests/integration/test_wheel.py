@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from eventtime.spark.jvm import jar_spark_version
+from eventtime.spark.engine import jar_spark_version
 from transcripts import TRANSCRIPT_DIR, lists_merged_from, load_transcript
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,8 +29,8 @@ PY43 = REPO / ".venv" / "bin" / "python"
 PY42 = REPO / ".venv-spark4.2" / "bin" / "python"
 CONSTRAINTS = REPO / "constraints" / "spark-4.3.txt"
 TRANSCRIPT = TRANSCRIPT_DIR / "16_session_late_bridges.json"
-JAR42 = "eventtime/jvm/lib/eventtime-engine-spark4.2.jar"
-JAR43 = "eventtime/jvm/lib/eventtime-engine-spark4.3.jar"
+JAR42 = "eventtime/spark/engine/lib/eventtime-engine-spark4.2.jar"
+JAR43 = "eventtime/spark/engine/lib/eventtime-engine-spark4.3.jar"
 
 
 
@@ -102,9 +102,9 @@ def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("wheel")
     src = _copy_source(root / "src")
     # a developer's tree holds jars compiled on first use: neither artefact may pick them up
-    dev_jars = REPO / "eventtime" / "jvm" / "build"
+    dev_jars = REPO / "eventtime" / "spark" / "engine" / "build"
     if dev_jars.is_dir():
-        shutil.copytree(dev_jars, src / "eventtime" / "jvm" / "build")
+        shutil.copytree(dev_jars, src / "eventtime" / "spark" / "engine" / "build")
     v43, jars43 = _pyspark(PY43)
     v42, jars42 = _pyspark(PY42)
     started = time.monotonic()
@@ -136,13 +136,13 @@ def test_wheel_carries_one_stamped_jar_per_spark_minor(built):
                 assert "eventtime/jvm/Engine.class" in jar.namelist()
                 assert "eventtime/jvm/DelegatingRow.class" in jar.namelist()
         # the sources ride along (a different pyspark patch release can still rebuild)
-        assert "eventtime/jvm/src/eventtime/jvm/Engine.java" in names
-        assert "eventtime/jvm/spark-4.2/eventtime/jvm/DelegatingRow.java" in names
-        assert "eventtime/jvm/spark-4.3/eventtime/jvm/DelegatingRow.java" in names
+        assert "eventtime/spark/engine/src/eventtime/jvm/Engine.java" in names
+        assert "eventtime/spark/engine/spark-4.2/eventtime/jvm/DelegatingRow.java" in names
+        assert "eventtime/spark/engine/spark-4.3/eventtime/jvm/DelegatingRow.java" in names
     assert built["wheel"].stat().st_size < 5_000_000
     # the jars went into the wheel only, never into the source tree
-    assert not (built["src"] / "eventtime" / "jvm" / "lib").exists()
-    assert not (REPO / "eventtime" / "jvm" / "lib").exists()
+    assert not (built["src"] / "eventtime" / "spark" / "engine" / "lib").exists()
+    assert not (REPO / "eventtime" / "spark" / "engine" / "lib").exists()
 
 
 def test_sdist_has_no_built_jar(built):
@@ -151,7 +151,7 @@ def test_sdist_has_no_built_jar(built):
     assert not [n for n in names if n.endswith((".jar", ".class"))], [n for n in names if n.endswith(".jar")]
     top = names[0].split("/")[0]
     assert f"{top}/setup.py" in names
-    assert f"{top}/eventtime/jvm/src/eventtime/jvm/Engine.java" in names
+    assert f"{top}/eventtime/spark/engine/src/eventtime/jvm/Engine.java" in names
 
 
 def test_wheel_without_the_variable_builds_for_the_importable_pyspark(built, tmp_path):

@@ -1,6 +1,6 @@
 """Processing time in a stream: with_event_time's far-future check uses the micro-batch's
 timestamp, and that timestamp is not written into Spark's generated code (each batch would
-then compile its code again and run it with no JIT profile; eventtime/jvm/.../BatchValue.java)."""
+then compile its code again and run it with no JIT profile; eventtime/spark/engine/.../BatchValue.java)."""
 
 from __future__ import annotations
 

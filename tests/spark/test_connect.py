@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from eventtime.spark.connect import ClassicSessionRequiredError, is_connect, require_classic
-from eventtime.spark.jvm import EngineUnavailableError
+from eventtime.spark.engine import EngineUnavailableError
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 START_TIMEOUT_S = 180.0
@@ -197,7 +197,7 @@ def test_with_event_time_on_a_static_connect_dataframe_works(server):
          "__et_wm": None, "__et_valid": False},
     ]
     # the settings window_aggregate would read survive the trip through Connect
-    assert result["settings"]["max_out_of_orderness_ms"] == 30_000 and result["settings"]["unit"] == "ms"
+    assert result["settings"]["max_out_of_orderness_ms"] == 30_000 and result["settings"]["column"] == "ts"
 
 
 @pytest.mark.spark
@@ -217,7 +217,7 @@ def test_window_aggregate_refuses_a_connect_dataframe_before_anything_runs(serve
             result["error"] = type(exc).__name__
             result["message"] = str(exc)
             result["is_runtime_error"] = isinstance(exc, RuntimeError)
-            result["is_engine_unavailable"] = isinstance(exc, eventtime.spark.jvm.EngineUnavailableError)
+            result["is_engine_unavailable"] = isinstance(exc, eventtime.spark.engine.EngineUnavailableError)
         time.sleep(1.5)
         result["after_refusal"] = settled(UI_PORT)
     """)

@@ -15,7 +15,7 @@ from eventtime.core import kinds, timestamps, trigger
 from eventtime.core.contract import CONTRACT_PATH, INTS, LONGS, STRINGS
 
 pytestmark = pytest.mark.spark
-JAVA = Path(eventtime.__file__).parent / "jvm"
+JAVA = Path(eventtime.__file__).parent / "spark" / "engine"
 
 
 def test_the_engines_contract_class_is_the_json(spark):

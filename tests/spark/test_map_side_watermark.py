@@ -1,4 +1,4 @@
-"""Spark's watermark node after the map side (eventtime/jvm/.../MapSideWatermark.java).
+"""Spark's watermark node after the map side (eventtime/spark/engine/.../MapSideWatermark.java).
 
 ``with_event_time`` defines the watermark on every input row; ``window_aggregate`` moves
 Spark's node after its map side, which hands it each task's largest valid event time, when

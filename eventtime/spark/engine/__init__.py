@@ -1,8 +1,8 @@
-"""The JVM engine: its Java source (``eventtime/jvm/src``), compiled against pyspark's own jars.
+"""The JVM engine: its Java source (``eventtime/spark/engine/src``), compiled against pyspark's own jars.
 
-The engine is built once per Spark minor version: ``eventtime/jvm/src`` plus the small
-``eventtime/jvm/spark-X.Y`` folder of that minor (what differs between Spark's internal APIs).
-A wheel carries the jars built at wheel build (``eventtime/jvm/lib``), so an installed
+The engine is built once per Spark minor version: ``eventtime/spark/engine/src`` plus the small
+``eventtime/spark/engine/spark-X.Y`` folder of that minor (what differs between Spark's internal APIs).
+A wheel carries the jars built at wheel build (``eventtime/spark/engine/lib``), so an installed
 package needs a Java runtime but no compiler; an editable install (``make install``) compiles
 the jar with ``javac`` on first use. Every jar records the Spark version it was built against,
 and a session of another Spark minor is refused at start (:class:`EngineVersionError`).
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 ENGINE_CLASS = "eventtime.jvm.Engine"
-_JVM = Path(__file__).resolve().parent.parent / "jvm"
+_JVM = Path(__file__).resolve().parent  # eventtime/spark/engine: the Java sources beside this file
 _SRC = _JVM / "src"
 # jars built at wheel build, one per supported Spark minor (absent in a source checkout)
 _PACKAGED = _JVM / "lib"
@@ -86,7 +86,7 @@ def _sources(spark_version: str) -> list[Path]:
 
 
 # The contract between Python and the engine, written once (eventtime/core/contract.py reads it).
-_CONTRACT = _JVM.parent / "contract.json"
+_CONTRACT = _JVM.parent.parent / "contract.json"
 
 
 def contract_java() -> str:
@@ -95,7 +95,7 @@ def contract_java() -> str:
 
     contract = json.loads(_CONTRACT.read_text(encoding="utf-8"))
     lines = ["package eventtime.jvm;", "",
-             "/** Generated from eventtime/contract.json by eventtime/spark/jvm.py at build time: edit the JSON. */",
+             "/** Generated from eventtime/contract.json by eventtime.spark.engine at build time: edit the JSON. */",
              "public final class Contract {", "  private Contract() {}"]
     lines += [f"  public static final String {name} = {json.dumps(value)};" for name, value in contract["strings"].items()]
     lines += [f"  public static final int {name} = {int(value)};" for name, value in contract["ints"].items()]
@@ -106,7 +106,7 @@ def contract_java() -> str:
 def _fingerprint(spark_version: str) -> str:
     digest = hashlib.sha256(spark_version.encode())
     for path in [*_sources(spark_version), _CONTRACT]:
-        digest.update(path.relative_to(_JVM.parent).as_posix().encode())
+        digest.update(path.relative_to(_JVM.parent.parent).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -267,7 +267,3 @@ def ensure_engine(spark):
             )
         _CHECKED.add(key)
     return spark._jvm.java.lang.Class.forName(ENGINE_CLASS, True, loader)
-
-
-if __name__ == "__main__":  # python -m eventtime.spark.jvm: build (or find) the jar, print its path
-    print(engine_jar(verbose=True))

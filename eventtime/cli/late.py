@@ -317,7 +317,8 @@ def _optimize(args: argparse.Namespace, out: TextIO) -> int:
 def _advise(args: argparse.Namespace, out: TextIO) -> int:
     from deltalake import DeltaTable
 
-    from ..query.advise import DEFAULT_TARGETS, advise, plot_delays
+    from ..query.advise import DEFAULT_TARGETS, advise
+    from ..query.advise_text import describe, plot_delays
     from ..query.late import NotALateTableError
 
     def is_delta(path: str) -> bool:
@@ -356,7 +357,7 @@ def _advise(args: argparse.Namespace, out: TextIO) -> int:
         out.write(json.dumps({**advice.to_json(), "late_records_in_table": advice.late_records, "plot": args.plot},
                              default=str) + "\n")
         return 0
-    out.write(advice.describe() + "\n")
+    out.write(describe(advice) + "\n")
     if late is None:
         out.write(f"  no late table at {args.table!r}: the late records' counts and partitions need it\n")
     if args.plot:

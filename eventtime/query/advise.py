@@ -28,7 +28,7 @@ from typing import Mapping, Optional, Sequence
 
 
 __all__ = ["DEFAULT_TARGETS", "DOMINANT_SHARE", "delay_bin", "bin_bounds", "needed_ms", "round_up_ms", "Choice",
-           "PartitionShare", "Lagging", "Advice", "advise", "advise_counts", "plot_delays"]
+           "PartitionShare", "Lagging", "Advice", "advise", "advise_counts"]
 
 DEFAULT_TARGETS = (0.99, 0.999, 0.9999)
 #: A partition with at least this share of the late records (without a late table: of the
@@ -132,7 +132,7 @@ class Lagging:
 
 @dataclass(frozen=True)
 class Advice:
-    """The advice: :meth:`describe` is the text, :meth:`to_json` the data. ``records``: the
+    """The advice: :meth:`to_json` is the data, :func:`eventtime.query.advise_text.describe` the text. ``records``: the
     histograms' (the shares are of these); ``late_records``: today's (``None`` without a late
     table), ``late_uncovered`` of them in batches the histograms lack (left out of the shares)."""
 
@@ -162,23 +162,6 @@ class Advice:
         out["histogram"] = [{"bin": b, "low_ms": bin_bounds(b)[0], "high_ms": bin_bounds(b)[1], "records": n}
                             for b, n in sorted(self.histogram.items())]
         return out
-
-    def describe(self) -> str:
-        """The advice in durations and counts, one line per distinct choice (docs/advise.md;
-        the text: :mod:`eventtime.query.advise_text`).
-
-        >>> a = advise_counts({0: 990, delay_bin(100_000): 9, delay_bin(1_000_000): 1}, 10_000, 60_000)
-        >>> print(a.describe())
-        lateness advice for the global watermark (W = max event time - B)
-          delays: 1,000 valid records behind the running maximum event time
-          today: B = 10 s, L = 1 min
-          99 %     B = 10 s, L = 0 ms: at least 99 % on time (at most 10 of 1,000 records late); each window held 1 min less than today
-          99.9 %   B = 10 s, L = 1 min 37 s: at least 99.9 % on time (at most 1 of 1,000 records late); each window held 37 s longer than today
-          99.99 %  B = 10 s, L = 17 min 19 s: 100 % on time; each window held 16 min 19 s longer than today
-        """
-        from .advise_text import describe
-
-        return describe(self)
 
 
 def _choices(counts: Mapping[int, int], late_all: Optional[list], late_covered: Optional[list], exact: bool,
@@ -355,13 +338,3 @@ def advise(delays: str | os.PathLike[str], targets: Sequence[float] = DEFAULT_TA
     advice = advise_counts(None, b, lateness, targets, windows, by_partition=by_partition, late=needs,
                            late_exact=exact, late_uncovered=uncovered)
     return replace(advice, delays_table=os.fspath(delays), late_table=None if late is None else os.fspath(late))
-
-
-def plot_delays(advice: Advice, output: str) -> None:
-    """A PNG of the delay distribution (log scale), today's ``B`` and ``B + L`` and the advice.
-
-    >>> plot_delays(advise("out/late_delays"), "delays.png")  # doctest: +SKIP
-    """
-    from .advise_text import plot
-
-    plot(advice, output)

@@ -8,11 +8,22 @@ from typing import Optional, Sequence
 from ..core._duration import human_ms
 from .advise import DOMINANT_SHARE, Advice, Choice, bin_bounds
 
-__all__ = ["describe", "plot"]
+__all__ = ["describe", "plot_delays"]
 
 
 def describe(advice: Advice) -> str:
-    """The text of :meth:`Advice.describe`."""
+    """The advice in durations and counts, one line per distinct choice (docs/advise.md).
+
+    >>> from eventtime.query.advise import advise_counts, delay_bin
+    >>> a = advise_counts({0: 990, delay_bin(100_000): 9, delay_bin(1_000_000): 1}, 10_000, 60_000)
+    >>> print(describe(a))
+    lateness advice for the global watermark (W = max event time - B)
+      delays: 1,000 valid records behind the running maximum event time
+      today: B = 10 s, L = 1 min
+      99 %     B = 10 s, L = 0 ms: at least 99 % on time (at most 10 of 1,000 records late); each window held 1 min less than today
+      99.9 %   B = 10 s, L = 1 min 37 s: at least 99.9 % on time (at most 1 of 1,000 records late); each window held 37 s longer than today
+      99.99 %  B = 10 s, L = 17 min 19 s: 100 % on time; each window held 16 min 19 s longer than today
+    """
     parts = f" in {advice.partitions} partitions" if advice.partitions > 1 else ""
     where = (lambda path: f" ({path})" if path else "")  # noqa: E731
     lines = ["lateness advice for the global watermark (W = max event time - B)",
@@ -90,8 +101,11 @@ def _pct_floor(share: float) -> str:
     return "100 %" if share >= 1 else _pct(math.floor(round(share * 10_000, 6)) / 10_000)
 
 
-def plot(advice: Advice, output: str) -> None:
-    """The figure of :func:`~eventtime.query.advise.plot_delays`."""
+def plot_delays(advice: Advice, output: str) -> None:
+    """A PNG of the delay distribution (log scale), today's ``B`` and ``B + L`` and the advice.
+
+    >>> plot_delays(advise("out/late_delays"), "delays.png")  # doctest: +SKIP
+    """
     import matplotlib
 
     matplotlib.use("Agg", force=True)

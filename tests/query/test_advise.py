@@ -16,8 +16,9 @@ from eventtime import EngineConfig, Sliding, Tumbling
 from eventtime.core._duration import human_ms, to_ms
 from eventtime.core.reference import Record, ReferenceEngine
 from eventtime.query.advise import (
-    DOMINANT_SHARE, advise, advise_counts, bin_bounds, delay_bin, needed_ms, plot_delays, round_up_ms,
+    DOMINANT_SHARE, advise, advise_counts, bin_bounds, delay_bin, needed_ms, round_up_ms,
 )
+from eventtime.query.advise_text import describe, plot_delays
 
 SETTINGS = settings(max_examples=200, derandomize=True, deadline=None)
 T0 = 1_714_550_400_000  # 2024-05-01T08:00Z
@@ -61,7 +62,7 @@ def test_advice_from_a_histogram_at_its_bin_edges():
     assert t999.b_ms + t999.l_ms >= bin_bounds(delay_bin(100_000))[1] and t999.still_late == 1
     assert (t999.l_ms, t999.extra_hold_ms) == (97_000, 37_000) and t999.extra_window_ms == 370_000
     assert t100.still_late == 0 and t100.b_ms + t100.l_ms >= bin_bounds(delay_bin(1_000_000))[1]
-    assert advice.describe().splitlines()[3:] == [
+    assert describe(advice).splitlines()[3:] == [
         "  99 %    B = 10 s, L = 0 ms: at least 99 % on time (at most 10 of 1,000 records late); "
         "each window held 1 min less than today (10 windows: 10 min of window-time less in all)",
         "  99.9 %  B = 10 s, L = 1 min 37 s: at least 99.9 % on time (at most 1 of 1,000 records late); "
@@ -78,7 +79,7 @@ def test_targets_that_need_the_same_l_are_one_choice_naming_them_all():
     identical lines)."""
     advice = advise_counts({0: 9_000, delay_bin(3_600_000): 1_000}, 10_000, 60_000)
     assert [c.targets for c in advice.choices] == [(0.99, 0.999, 0.9999)]
-    assert advice.describe().splitlines()[-1] == (
+    assert describe(advice).splitlines()[-1] == (
         "  99 %, 99.9 %, 99.99 %  B = 10 s, L = 1 h 2 min: 100 % on time; each window held 1 h 1 min longer than today")
 
 
@@ -93,7 +94,7 @@ def test_the_late_records_decide_exactly_when_they_need_less_than_the_delays():
     assert (today.targets, today.l_ms, today.late_kept, today.still_late, today.share_exact) == ((0.99,), 0, 0, 20, True)
     assert (c.targets, c.b_ms, c.l_ms, c.late_kept, c.late_still, c.on_time_share, c.share_exact) == (
         (0.999,), 60_000, 601_000, 20, 0, 1.0, True)  # 10 min 1 s, not the 5 h of the delays
-    assert advice.describe().splitlines()[3:] == [  # one partition: none to name
+    assert describe(advice).splitlines()[3:] == [  # one partition: none to name
         "  99 %    B = 1 min, L = 0 ms (as today): 99.8 % on time; the 20 late records stay late; windows held as long as today",
         "  99.9 %  B = 1 min, L = 10 min 1 s: 100 % on time; keeps all 20 late records on time; each window held 10 min 1 s "
         "longer than today",
@@ -133,7 +134,7 @@ def test_choices_are_distinct_monotone_and_reach_their_targets(by_partition, tar
         assert c.extra_hold_ms == c.b_ms + c.l_ms - b - lateness
         assert c.extra_window_ms == (None if windows is None else windows * c.extra_hold_ms)
         assert c.l_ms == lateness or to_ms(human_ms(c.l_ms), "L") == c.l_ms  # what is printed is the advice
-    text = advice.describe()
+    text = describe(advice)
     assert not re.search(r"held [-+]|[-+]\d", text)
     lines = text.splitlines()
     assert len(lines) == len(set(lines))

@@ -16,6 +16,7 @@ from eventtime.cli.demo import _config, _late_by_partition, run_demo
 from eventtime.cli.demo_data import DemoStream
 from eventtime.core.reference import Record, ReferenceEngine
 from eventtime.query.advise import advise
+from eventtime.query.advise_text import describe
 
 pytestmark = pytest.mark.spark
 ROWS, BATCHES = 4000, 8
@@ -84,7 +85,7 @@ def test_the_demo_records_delays_of_every_valid_record_after_its_first_batch_and
     advice = advise(str(path / "late_delays"))
     assert advice.records == expected > 0
     assert (advice.current_b_ms, advice.current_l_ms) == (10_000, 180_000)
-    text = advice.describe()
+    text = describe(advice)
     assert text.splitlines()[:3] == [
         "lateness advice for the global watermark (W = max event time - B)",
         f"  delays: {expected:,} valid records in 4 partitions behind the running maximum event time "

@@ -6,7 +6,7 @@ import zipfile
 
 import pytest
 
-from eventtime.spark import jvm
+from eventtime.spark import engine as jvm
 from eventtime.spark.engine import EngineUnavailableError, EngineVersionError
 
 

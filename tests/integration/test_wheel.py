@@ -241,7 +241,7 @@ def test_installed_demo_without_javac(installed):
 _REFUSAL = r"""
 import json, sys
 from pyspark.sql import SparkSession
-from eventtime.spark import jvm
+from eventtime.spark import engine as jvm
 
 jar42, jar43 = sys.argv[1:3]
 spark = (SparkSession.builder.master("local[1]").appName("eventtime-refusal")

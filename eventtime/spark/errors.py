@@ -10,6 +10,7 @@ import tempfile
 from typing import Any, Callable, Optional
 
 from ..ops.failures import QueryFailedError, describe_failure, short_failure, trace_text, write_failure_trace
+from .sink_checks import accepts_keyword
 
 __all__ = ["QueryFailedError", "describe_failure", "RunningQuery", "FailureWatch"]
 
@@ -80,17 +81,6 @@ def quiet_spark_failure_log(spark: Any) -> None:
             jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)
     except Exception:  # noqa: BLE001 - another logging backend: Spark's report stays
         log.debug("eventtime: could not lower Spark's query-failure console log", exc_info=True)
-
-
-def accepts_keyword(function: Callable, name: str) -> bool:
-    """Whether ``function`` takes the keyword argument ``name`` (or any, ``**kwargs``)."""
-    import inspect
-
-    try:
-        parameters = inspect.signature(function).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 class FailureWatch:

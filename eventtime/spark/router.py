@@ -33,8 +33,8 @@ from .aggregate import _META, MERGED_FROM, WATERMARK_PROPERTY
 from .batch_tables import OPERATOR, BatchCounter, collect, collector, delay_table, split
 from .checkpoint_files import batch_offsets, checkpoint_query_id, local_path
 from .connect import require_classic
-from .errors import FailureWatch, RunningQuery, accepts_keyword
-from .sink_checks import check_no_orphaned_tables, check_route_arguments, rejected_rows
+from .errors import FailureWatch, RunningQuery
+from .sink_checks import accepts_keyword, check_no_orphaned_tables, check_route_arguments, rejected_rows
 
 __all__ = ["Router", "route"]
 

@@ -9,7 +9,7 @@ import inspect
 import logging
 from typing import Any, Callable
 
-__all__ = ["check_route_arguments", "check_no_orphaned_tables", "takes_positional", "rejected_rows"]
+__all__ = ["check_route_arguments", "check_no_orphaned_tables", "takes_positional", "accepts_keyword", "rejected_rows"]
 
 log = logging.getLogger("eventtime.spark")
 
@@ -30,6 +30,15 @@ def takes_positional(function: Callable, count: int) -> bool:
     except TypeError:
         return False
     return True
+
+
+def accepts_keyword(function: Callable, name: str) -> bool:
+    """Whether ``function`` takes the keyword argument ``name`` (or any, ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def _signature_text(function: Callable) -> str:

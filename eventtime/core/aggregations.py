@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from ._spec import spec_fields
 from .kinds import BUILTIN_AGGREGATIONS, COUNT, FIRST, LAST, MAX, MEAN, MIN, SUM, UDAF
 
 __all__ = ["Aggregation", "count", "sum", "min", "max", "mean", "first", "last", "aggregate", "mean_of"]
@@ -86,6 +87,29 @@ class Aggregation:
             for part in ("_create", "_add", "_merge", "_result"):
                 if not callable(getattr(self, part)):
                     raise TypeError(f"{part[1:]} must be callable, got {getattr(self, part)!r}")
+
+    def to_dict(self) -> dict:
+        """The aggregation as the spec's object (a built-in one; :meth:`from_dict` reads it back).
+
+        >>> sum("amount").to_dict()
+        {'kind': 'sum', 'name': 'sum_amount', 'column': 'amount'}
+        """
+        if self.kind == UDAF:
+            raise ValueError(f"aggregation {self.name!r} is user-defined (eventtime.aggregate): it has no spec, "
+                             f"its functions run in Python only")
+        return {"kind": self.kind, "name": self.name, "column": self.column}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Aggregation":
+        """The built-in aggregation of a :meth:`to_dict` object.
+
+        >>> Aggregation.from_dict({"kind": "count", "name": "n", "column": None})
+        Aggregation(kind='count', name='n', column=None)
+        """
+        spec_fields(data, "aggregation", required=("kind", "name"), optional=("column",))
+        if data["kind"] == UDAF:
+            raise ValueError("aggregation.kind 'udaf' has no spec: a user-defined aggregation runs in Python only")
+        return cls(data["kind"], data["name"], data.get("column"))
 
     def create(self) -> Any:
         if self.kind == COUNT:

@@ -20,7 +20,7 @@ PARTITION_STATS = STRINGS["PARTITION_STATS"]
 RECORD_KINDS = (LATE_RECORD, INVALID_RECORD)
 
 # aggregations
-COUNT, SUM, MEAN, MIN, MAX, FIRST, LAST = "count", "sum", "mean", "min", "max", "first", "last"
+COUNT, SUM, MEAN, MIN, MAX, FIRST, LAST = (STRINGS[f"AGG_{n}"] for n in ("COUNT", "SUM", "MEAN", "MIN", "MAX", "FIRST", "LAST"))
 UDAF = "udaf"
 BUILTIN_AGGREGATIONS = (COUNT, SUM, MIN, MAX, MEAN, FIRST, LAST)
 

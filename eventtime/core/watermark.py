@@ -19,11 +19,13 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from ._duration import to_ms
+from ._spec import spec_fields, spec_ms
+from .contract import LONGS, STRINGS
 
-__all__ = ["GLOBAL", "PER_PARTITION", "WATERMARK_MODES", "WatermarkPolicy", "PartitionClocks", "WatermarkStep"]
+__all__ = ["GLOBAL", "PER_PARTITION", "WATERMARK_MODES", "WatermarkPolicy", "PartitionClocks", "WatermarkStep", "running_max_ms"]
 
-GLOBAL = "global"
-PER_PARTITION = "per_partition"
+GLOBAL = STRINGS["GLOBAL"]
+PER_PARTITION = STRINGS["PER_PARTITION"]
 WATERMARK_MODES = (GLOBAL, PER_PARTITION)
 
 
@@ -62,6 +64,31 @@ class WatermarkPolicy:
 
     def to_dict(self) -> dict:
         return {"mode": self.mode, "idle_timeout_ms": self.idle_timeout_ms}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "WatermarkPolicy":
+        """The policy of a :meth:`to_dict` object (``None``: the default, global).
+
+        >>> WatermarkPolicy.from_dict({"mode": "per_partition", "idle_timeout_ms": 60000})
+        WatermarkPolicy(mode='per_partition', idle_timeout_ms=60000)
+        """
+        if data is None:
+            return cls()
+        spec_fields(data, "watermark", optional=("mode", "idle_timeout_ms"))
+        return cls(data.get("mode", GLOBAL), idle_timeout_ms=spec_ms(data, "idle_timeout_ms", "watermark", None))
+
+
+def running_max_ms(watermark_ms: int, max_out_of_orderness_ms: int) -> Optional[int]:
+    """The largest valid event time of the batches before, from the global watermark ``W =
+    max - B`` they left: ``W + B``, or ``None`` before the first watermark and at the end of
+    input (the lateness advisor's delays are measured behind it; the JVM's ``Spec.runningMax``).
+
+    >>> running_max_ms(50_000, 10_000), running_max_ms(0, 10_000)
+    (60000, None)
+    """
+    if 0 < watermark_ms < LONGS["END_OF_INPUT_MS"]:
+        return watermark_ms + max_out_of_orderness_ms
+    return None
 
 
 @dataclass(frozen=True)

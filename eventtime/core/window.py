@@ -9,9 +9,11 @@ import abc
 import math
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ._duration import event_zone, to_ms, tz_offset_ms
+from ._spec import spec_fields, spec_ms
+from .contract import STRINGS
 
 __all__ = ["Window", "WindowAssigner", "Tumbling", "Sliding", "Calendar", "Session", "CALENDAR_UNITS", "WEEKDAYS"]
 
@@ -37,6 +39,8 @@ class WindowAssigner(abc.ABC):
 
     #: Whether windows merge per key as records arrive (sessions) instead of being fixed.
     merging = False
+    #: The ``type`` of :meth:`to_dict` (eventtime/contract.json).
+    TYPE: str
 
     @abc.abstractmethod
     def assign(self, ts_ms: int) -> list[Window]:
@@ -45,7 +49,25 @@ class WindowAssigner(abc.ABC):
 
     @abc.abstractmethod
     def to_dict(self) -> dict:
-        """The assigner as the replay contract's ``window`` object."""
+        """The assigner as the spec's ``window`` object (the engine spec, the replay scenario,
+        the checkpoint's fingerprint): integer milliseconds, :meth:`from_dict` reads it back."""
+
+    @staticmethod
+    def from_dict(data: Any) -> "WindowAssigner":
+        """The assigner of a :meth:`to_dict` object (``TypeError`` / ``ValueError`` naming the field).
+
+        >>> WindowAssigner.from_dict({"type": "sliding", "size_ms": 600_000, "slide_ms": 300_000})
+        Sliding(size_ms=600000, slide_ms=300000, offset_ms=0)
+        >>> w = Calendar("week", tz="UTC+8", week_start="sunday")
+        >>> WindowAssigner.from_dict(w.to_dict()) == w
+        True
+        """
+        if not isinstance(data, dict):
+            raise TypeError(f"window must be a dict with a 'type', got {type(data).__name__} {data!r}")
+        kinds = {cls.TYPE: cls for cls in (Tumbling, Sliding, Calendar, Session)}
+        if data.get("type") not in kinds:
+            raise ValueError(f"window.type must be one of {sorted(kinds)}, got {data.get('type')!r}")
+        return kinds[data["type"]]._from_fields(data)
 
 
 class _SlicedAssigner(WindowAssigner):
@@ -156,6 +178,7 @@ class Tumbling(_FixedGrid):
     [Window(start_ms=-28800000, end_ms=57600000)]
     """
 
+    TYPE = STRINGS["WINDOW_TUMBLING"]
     size_ms: int
     offset_ms: int
 
@@ -172,7 +195,12 @@ class Tumbling(_FixedGrid):
         return self.size_ms
 
     def to_dict(self) -> dict:
-        return {"type": "tumbling", "size_ms": self.size_ms, "offset_ms": self.offset_ms}
+        return {"type": self.TYPE, "size_ms": self.size_ms, "offset_ms": self.offset_ms}
+
+    @classmethod
+    def _from_fields(cls, data: dict) -> "Tumbling":
+        spec_fields(data, "window", required=("type", "size_ms"), optional=("offset_ms",))
+        return cls(spec_ms(data, "size_ms", "window"), offset=spec_ms(data, "offset_ms", "window", 0))
 
 
 @dataclass(frozen=True, init=False)
@@ -183,6 +211,7 @@ class Sliding(_FixedGrid):
     [Window(start_ms=-300000, end_ms=300000), Window(start_ms=0, end_ms=600000)]
     """
 
+    TYPE = STRINGS["WINDOW_SLIDING"]
     size_ms: int
     slide_ms: int
     offset_ms: int
@@ -197,10 +226,16 @@ class Sliding(_FixedGrid):
         self._validate()
 
     def to_dict(self) -> dict:
-        return {"type": "sliding", "size_ms": self.size_ms, "slide_ms": self.slide_ms, "offset_ms": self.offset_ms}
+        return {"type": self.TYPE, "size_ms": self.size_ms, "slide_ms": self.slide_ms, "offset_ms": self.offset_ms}
+
+    @classmethod
+    def _from_fields(cls, data: dict) -> "Sliding":
+        spec_fields(data, "window", required=("type", "size_ms", "slide_ms"), optional=("offset_ms",))
+        return cls(spec_ms(data, "size_ms", "window"), spec_ms(data, "slide_ms", "window"),
+                   offset=spec_ms(data, "offset_ms", "window", 0))
 
 
-CALENDAR_UNITS = ("day", "week", "month")
+CALENDAR_UNITS = (STRINGS["UNIT_DAY"], STRINGS["UNIT_WEEK"], STRINGS["UNIT_MONTH"])
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MS = timedelta(milliseconds=1)
@@ -222,6 +257,7 @@ class Calendar(_SlicedAssigner):
     [Window(start_ms=-28800000, end_ms=2649600000)]
     """
 
+    TYPE = STRINGS["WINDOW_CALENDAR"]
     unit: str
     tz: str
     week_start: str
@@ -283,10 +319,15 @@ class Calendar(_SlicedAssigner):
         return [window.start_ms]
 
     def to_dict(self) -> dict:
-        out = {"type": "calendar", "unit": self.unit, "tz": self.tz}
-        if self.unit == "week":
+        out = {"type": self.TYPE, "unit": self.unit, "tz": self.tz}
+        if self.unit == STRINGS["UNIT_WEEK"]:
             out["week_start"] = self.week_start
         return out
+
+    @classmethod
+    def _from_fields(cls, data: dict) -> "Calendar":
+        spec_fields(data, "window", required=("type", "unit", "tz"), optional=("week_start",))
+        return cls(data["unit"], tz=data["tz"], week_start=data.get("week_start", "monday"))
 
 
 @dataclass(frozen=True, init=False)
@@ -303,6 +344,7 @@ class Session(WindowAssigner):
     [Window(start_ms=0, end_ms=15), Window(start_ms=15, end_ms=25)]
     """
 
+    TYPE = STRINGS["WINDOW_SESSION"]
     gap_ms: int
     merging = True
 
@@ -329,4 +371,9 @@ class Session(WindowAssigner):
         return merged
 
     def to_dict(self) -> dict:
-        return {"type": "session", "gap_ms": self.gap_ms}
+        return {"type": self.TYPE, "gap_ms": self.gap_ms}
+
+    @classmethod
+    def _from_fields(cls, data: dict) -> "Session":
+        spec_fields(data, "window", required=("type", "gap_ms"))
+        return cls(spec_ms(data, "gap_ms", "window"))

@@ -33,19 +33,19 @@ class CheckpointMissingError(RuntimeError):
 
 
 def state_fingerprint(config: EngineConfig, keys: Sequence[str]) -> dict:
-    """The parts of a configuration that decide the meaning of the kept state.
+    """The parts of a configuration (:meth:`EngineConfig.to_spec`) that decide the meaning of
+    the kept state, in the shape checkpoints have stored since layout 1.
 
     >>> from eventtime import Tumbling
     >>> state_fingerprint(EngineConfig(Tumbling(60_000)), ["user"])["window"]
     {'type': 'tumbling', 'size_ms': 60000, 'offset_ms': 0}
     """
+    spec = config.to_spec()
     return {
-        "window": config.window.to_dict(),
+        "window": spec["window"],
         "keys": list(keys),
-        "aggregations": [[a.kind, a.name, a.column] for a in config.aggregations],
-        "allowed_lateness_ms": config.allowed_lateness_ms,
-        "accumulation": config.accumulation,
-        "emit": config.emit,
+        "aggregations": [[a["kind"], a["name"], a["column"]] for a in spec["aggregations"]],
+        **{name: spec[name] for name in ("allowed_lateness_ms", "accumulation", "emit")},
         # only when not the default, so that checkpoints written before the option resume
         **({"watermark": config.watermark.mode} if config.watermark.per_partition else {}),
     }

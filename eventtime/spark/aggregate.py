@@ -65,6 +65,11 @@ CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, CLS_CONTROL, CLS_TICK = (INTS[n] for n in 
 # The operator's grouping key is a hash bucket of the user key (state is per user key inside
 # it, see WindowOperator.java); fixed, as a checkpoint's state is laid out by it.
 NUM_BUCKETS = 32
+# How the checkpoint's state is laid out, stored in its fingerprint beside the configuration
+# (ops/compat.py); layout 5: per-key state of the JVM operator under one int grouping key per
+# bucket, chosen so that Spark spreads the buckets evenly over the shuffle partitions (layout 4:
+# the bucket's number; layout 3: two ints; layouts 1-2: hash buckets of pickled frames).
+STATE_FORMAT = {"layout": STATE_LAYOUT, "buckets": NUM_BUCKETS}
 # Local property through which the driver tells the map-side combine the batch's watermark.
 WATERMARK_PROPERTY = "eventtime.watermark"
 _META = "eventtime"
@@ -162,34 +167,30 @@ def output_schema(key_fields: Sequence[T.StructField], agg_fields: Sequence[T.St
 
 
 def engine_spec(
-    window: WindowAssigner,
     config: EngineConfig,
     record_type: T.StructType,
     out_schema: T.StructType,
     keys: Sequence[str],
-    aggregations: Sequence[Aggregation],
     bounded: bool,
     event_time_column: Optional[str] = None,
     session_time_zone: str = "UTC",
 ) -> dict:
-    """The JVM engine's configuration (Spec.java) for the user's row type ``record_type``.
+    """The JVM engine's configuration (Spec.java): :meth:`EngineConfig.to_spec` with what the
+    engine needs to read the user's rows of type ``record_type``: where the key and aggregated
+    columns are and of which type, the output type, the bucket count and the watermark property.
 
     ``event_time_column``: the record's column a late record's ``raw_timestamp`` is Spark's text
     of (in ``session_time_zone``), when the event time is one of the record's columns."""
     position = {f.name: i for i, f in enumerate(record_type.fields)}
+    spec = config.to_spec()
 
-    def column_type(agg: Aggregation):
-        return record_type[agg.column].dataType if agg.column else None
+    def column_type(agg: dict):
+        return record_type[agg["column"]].dataType if agg["column"] else None
 
     return {
-        "window": window.to_dict(),
-        "allowed_lateness_ms": config.allowed_lateness_ms,
-        "accumulation": config.accumulation,
-        "emit": config.emit,
+        **spec,
         "bounded": bounded,
         "watermark_property": WATERMARK_PROPERTY,
-        "watermark": config.watermark.to_dict(),
-        "max_out_of_orderness_ms": config.max_out_of_orderness_ms,
         "buckets": NUM_BUCKETS,
         "event_time_field": position.get(event_time_column, -1) if event_time_column else -1,
         "session_time_zone": session_time_zone,
@@ -198,14 +199,13 @@ def engine_spec(
         "key_fields": [position[k] for k in keys],
         "aggregations": [
             {
-                "kind": a.kind,
-                "name": a.name,
-                "field": position[a.column] if a.column else -1,
+                **a,
+                "field": position[a["column"]] if a["column"] else -1,
                 "integral": isinstance(column_type(a), _INTEGRAL),
                 "decimal": isinstance(column_type(a), T.DecimalType),
                 "scale": column_type(a).scale if isinstance(column_type(a), T.DecimalType) else 0,
             }
-            for a in aggregations
+            for a in spec["aggregations"]
         ],
     }
 
@@ -295,7 +295,7 @@ def window_aggregate(
         out_schema = output_schema(key_fields, agg_fields)
         record_type = T.StructType([schema[c] for c in user_cols])
         spark = df.sparkSession
-        spec = engine_spec(window, config, record_type, out_schema, keys, aggregations, bounded=not df.isStreaming,
+        spec = engine_spec(config, record_type, out_schema, keys, bounded=not df.isStreaming,
                            event_time_column=settings.get("column"),
                            session_time_zone=spark.conf.get("spark.sql.session.timeZone"))
         # The operator input (eventtime/spark/engine/src/eventtime/jvm/Layout.java): the event time as a
@@ -337,28 +337,13 @@ def window_aggregate(
                   for f in operator_input.schema.fields]))
         raw = DataFrame(spark._jvm.eventtime.jvm.Engine.apply(operator_input._jdf, json.dumps(spec)), spark)
         signal_path = settings.get("end_of_input_signal")
-        from ..ops.compat import state_fingerprint
-
-        # layout 5: per-key state of the JVM operator under one int grouping key per bucket, chosen
-        # so that Spark spreads the buckets evenly over the shuffle partitions (layout 4: the
-        # bucket's number; layout 3: two ints; layouts 1-2: hash buckets of pickled frames).
-        fingerprint = {**state_fingerprint(config, keys), "layout": STATE_LAYOUT, "buckets": NUM_BUCKETS}
         meta = json.dumps(
             {
-                "fingerprint": fingerprint,
                 "keys": keys,
-                "aggregations": [a.name for a in aggregations],
                 "partition_col": partition_col,
                 "end_of_input_signal": signal_path,
                 "tick_signal": tick_signal,
-                "config": {
-                    "window": window.to_dict(),
-                    "allowed_lateness_ms": config.allowed_lateness_ms,
-                    "accumulation": config.accumulation,
-                    "emit": config.emit,
-                    "watermark": policy.to_dict(),
-                    **{k: v for k, v in settings.items() if k.endswith("_ms")},
-                },
+                "config": config.to_spec(),
             }
         )
         # One projection of the operator's struct: Spark's optimizer would merge two every batch.

@@ -9,6 +9,7 @@ import json
 from typing import Optional
 
 from ..core._json import keys_json_array, rows_json_array
+from ..core.config import EngineConfig
 from ..core.kinds import INVALID_RECORD, LATE_RECORD, PANE, PARTITION_STATS, RECORD_KINDS
 from ..ops.monitor import BatchStats, PartitionStats
 from .aggregate import C_REC, MERGED_FROM, timestamp_ms
@@ -118,7 +119,7 @@ def collect(df, collected: tuple, keys: list) -> tuple:
     return sink_tables(keys, *tables)
 
 
-def delay_table(stats_rows, config: dict):
+def delay_table(stats_rows, config: EngineConfig):
     """One row per (source partition, delay bin) of the batch (eventtime/query/advise.py)."""
     import pyarrow as pa
 
@@ -132,8 +133,8 @@ def delay_table(stats_rows, config: dict):
         "partition": pa.array([p for p, _ in parts], pa.string()),
         "delay_bin": pa.array([b for _, b in parts], pa.int32()),
         "records": pa.array([rows[k] for k in parts], pa.int64()),
-        "max_out_of_orderness_ms": pa.array([config.get("max_out_of_orderness_ms")] * len(parts), pa.int64()),
-        "allowed_lateness_ms": pa.array([config.get("allowed_lateness_ms")] * len(parts), pa.int64()),
+        "max_out_of_orderness_ms": pa.array([config.max_out_of_orderness_ms] * len(parts), pa.int64()),
+        "allowed_lateness_ms": pa.array([config.allowed_lateness_ms] * len(parts), pa.int64()),
     })
 
 

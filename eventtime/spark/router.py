@@ -26,10 +26,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..core.kinds import INVALID_RECORD, LATE_RECORD, PANE
-from ..core.trigger import END_OF_INPUT_MS
+from ..core.config import EngineConfig
+from ..core.watermark import running_max_ms
 from ..ops.faults import fault_point
 from ..ops.monitor import progress_line
-from .aggregate import _META, MERGED_FROM, WATERMARK_PROPERTY
+from .aggregate import _META, MERGED_FROM, STATE_FORMAT, WATERMARK_PROPERTY
 from .batch_tables import OPERATOR, BatchCounter, collect, collector, delay_table, split
 from .checkpoint_files import batch_offsets, checkpoint_query_id, local_path
 from .connect import require_classic
@@ -76,10 +77,11 @@ class Router:
         check_route_arguments({"panes": panes, "late": late, "invalid": invalid, "delays": delays}, alerter, pipeline,
                               progress)
         self.meta = _engine_meta(out)
+        self.config = EngineConfig.from_spec(self.meta["config"])
         if alerter is not None and callable(getattr(alerter, "use_pipeline_defaults", None)):
-            alerter.use_pipeline_defaults(self.meta.get("config", {}).get("max_out_of_orderness_ms"))
+            alerter.use_pipeline_defaults(self.config.max_out_of_orderness_ms)
         self.keys: list[str] = self.meta["keys"]
-        self.agg_names: list[str] = self.meta["aggregations"]
+        self.agg_names: list[str] = [agg.name for agg in self.config.aggregations]
         self.panes_sink, self.late_sink = panes, late
         self.invalid_sink = invalid if invalid is not None else late
         if delays is None and callable(getattr(late, "default_delays", None)):
@@ -176,7 +178,7 @@ class Router:
             )
         self.checkpoint = checkpoint
         local = local_path(checkpoint)
-        policy = self._watermark_policy()
+        policy = self.config.watermark
         if policy.per_partition:
             if local is None:
                 raise ValueError(
@@ -186,15 +188,15 @@ class Router:
             from .partition_watermark import PartitionWatermarkDriver
 
             self.partition_watermark = PartitionWatermarkDriver(
-                policy, int(self.meta["config"].get("max_out_of_orderness_ms") or 0), local, self.meta.get("tick_signal"))
+                policy, self.config.max_out_of_orderness_ms, local, self.meta.get("tick_signal"))
         if local is not None and not os.path.exists(os.path.join(local, "metadata")):
             check_no_orphaned_tables((self.panes_sink, self.late_sink, self.invalid_sink), checkpoint, fresh_start,
                                      self.pipeline)
-        if local is not None and "fingerprint" in self.meta:
+        if local is not None:
             # Refuse to resume state laid out by another window / keys / aggregations / modes.
-            from ..ops.compat import check_and_store, check_not_ended
+            from ..ops.compat import check_and_store, check_not_ended, state_fingerprint
 
-            check_and_store(local, self.meta["fingerprint"])
+            check_and_store(local, {**state_fingerprint(self.config, self.keys), **STATE_FORMAT})
             check_not_ended(local)
 
         def writer():
@@ -272,12 +274,6 @@ class Router:
         self._handle(self.out, 0)
         return self._last_stats
 
-    def _watermark_policy(self):
-        from ..core.watermark import WatermarkPolicy
-
-        spec = self.meta.get("config", {}).get("watermark") or {}
-        return WatermarkPolicy(spec.get("mode", "global"), idle_timeout_ms=spec.get("idle_timeout_ms"))
-
     @property
     def event_time_seen(self) -> bool:
         """Whether any batch so far had a record or heartbeat with a valid event time (before
@@ -308,9 +304,7 @@ class Router:
             watermark = int(batch_offsets(local, batch_id)["batchWatermarkMs"])
         except (OSError, ValueError, KeyError):
             return None
-        b = int(self.meta.get("config", {}).get("max_out_of_orderness_ms") or 0)
-        # W = max event time - B once W is above 0 (it never decreases, nor does the max)
-        self._publish(spark, batch_id, watermark, watermark + b if 0 < watermark < END_OF_INPUT_MS else None)
+        self._publish(spark, batch_id, watermark, running_max_ms(watermark, self.config.max_out_of_orderness_ms))
         return watermark if watermark > 0 else None
 
     def _publish(self, spark, batch_id: int, watermark: int, running_max: Optional[int] = None) -> None:
@@ -371,7 +365,7 @@ class Router:
                 results.append((self.invalid_sink,
                                 self.invalid_sink(records.filter(pc.equal(kind, INVALID_RECORD)), batch_id, qid)))
         if self.delays_sink is not None:
-            self.delays_sink(delay_table(stats_rows, self.meta.get("config", {})), batch_id, qid)
+            self.delays_sink(delay_table(stats_rows, self.config), batch_id, qid)
         rejected = rejected_rows(results)
         if rejected:  # rows a sink's store refused (eventtime.sinks.BatchSink): kept apart, and alerted
             stats = dataclasses.replace(stats, rejected=rejected)

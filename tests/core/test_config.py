@@ -93,3 +93,58 @@ def test_empty_aggregations_give_null():
 def test_user_defined_aggregate_validates_its_functions():
     with pytest.raises(TypeError, match="merge must be callable"):
         eventtime.aggregate("x", "v", create=list, add=lambda a, v: a, merge=None, result=len)
+
+
+_WINDOWS = [
+    eventtime.Tumbling("10 minutes", offset="1 minute"),
+    eventtime.Sliding("1 hour", "10 minutes"),
+    eventtime.Tumbling("1 day", tz="UTC+8"),
+    eventtime.Calendar("day", tz="Europe/Berlin"),
+    eventtime.Calendar("week", tz="UTC+8", week_start="sunday"),
+    eventtime.Calendar("month", tz="America/New_York"),
+    eventtime.Session("30 minutes"),
+]
+
+
+@pytest.mark.parametrize("window", _WINDOWS, ids=lambda w: w.TYPE)
+def test_a_config_is_written_one_way_and_read_back(window):
+    """to_spec is the engine's spec, the query's metadata and the fingerprint's source;
+    from_spec gives back an equal config (through JSON, as it travels)."""
+    import json
+
+    from eventtime.core.watermark import WatermarkPolicy
+
+    config = EngineConfig(window, (eventtime.count(), eventtime.sum("amount"), eventtime.first("item", name="f")),
+                          max_out_of_orderness_ms="10 seconds", allowed_lateness_ms="5 minutes",
+                          accumulation="discarding", emit="final_only", min_valid_ms="2001-01-01",
+                          max_future_ms="2 days", watermark=WatermarkPolicy("per_partition", idle_timeout_ms=60_000))
+    spec = json.loads(json.dumps(config.to_spec()))
+    assert EngineConfig.from_spec(spec) == config
+    assert eventtime.WindowAssigner.from_dict(window.to_dict()) == window
+    assert EngineConfig.from_spec({"window": window.to_dict()}) == EngineConfig(window)
+
+
+@pytest.mark.parametrize("spec, error, message", [
+    ({"window": {"type": "hopping", "size_ms": 1}}, ValueError, r"window.type must be one of \['calendar', 'session', 'sliding', 'tumbling'\], got 'hopping'"),
+    ({"window": {"type": "session"}}, ValueError, "window.gap_ms is required"),
+    ({"window": {"type": "tumbling", "size_ms": "1 minute"}}, TypeError, "window.size_ms must be an integer number of milliseconds"),
+    ({"window": {"type": "tumbling", "size_ms": 1000, "slide_ms": 10}}, ValueError, r"window has unknown field\(s\) \['slide_ms'\]"),
+    ({"window": {"type": "sliding", "size_ms": 1000, "slide_ms": 2000}}, ValueError, "slide must satisfy"),
+    ({"window": {"type": "calendar", "unit": "year", "tz": "UTC"}}, ValueError, "unit must be one of"),
+    ({"window": [60000]}, TypeError, "window must be a dict"),
+    ({"window": {"type": "session", "gap_ms": 10}, "lateness": 5}, ValueError, r"spec has unknown field\(s\) \['lateness'\]"),
+    ({"window": {"type": "session", "gap_ms": 10}, "allowed_lateness_ms": True}, TypeError, "spec.allowed_lateness_ms must be an integer"),
+    ({"window": {"type": "session", "gap_ms": 10}, "aggregations": [{"kind": "median", "name": "m", "column": "x"}]}, ValueError, "kind must be one of"),
+    ({"window": {"type": "session", "gap_ms": 10}, "aggregations": {"kind": "count"}}, TypeError, "spec.aggregations must be a list"),
+    ({"window": {"type": "session", "gap_ms": 10}, "watermark": {"mode": "per_key"}}, ValueError, "watermark must be one of"),
+    ({"window": {"type": "session", "gap_ms": 10}, "watermark": {"mode": "global", "idle_timeout_ms": 5}}, ValueError, "idle_timeout is only meaningful"),
+])
+def test_a_spec_that_does_not_describe_a_config_is_refused_naming_the_field(spec, error, message):
+    with pytest.raises(error, match=message):
+        EngineConfig.from_spec(spec)
+
+
+def test_a_user_defined_aggregation_has_no_spec():
+    udaf = eventtime.aggregate("top", "x", create=list, add=lambda a, v: a + [v], merge=lambda a, b: a + b, result=len)
+    with pytest.raises(ValueError, match="'top' is user-defined"):
+        EngineConfig(eventtime.Session(10), (udaf,)).to_spec()

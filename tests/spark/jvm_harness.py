@@ -37,7 +37,7 @@ class JvmReplay:
         ])
         self.aggs = tuple(a if a.column is None else dataclasses.replace(a, column="value") for a in cfg.aggregations)
         out = output_schema([record["key"]], [T.StructField(a.name, _agg_type(a, record)) for a in self.aggs])
-        spec = engine_spec(cfg.window, cfg, record, out, ["key"], self.aggs, bounded=False)
+        spec = engine_spec(dataclasses.replace(cfg, aggregations=self.aggs), record, out, ["key"], bounded=False)
         self.engine = spark._jvm.eventtime.jvm.InProcess(json.dumps(spec))
         self.watermark = 0
         self.seen = False

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import eventtime
-from eventtime.core import kinds, timestamps, trigger
+from eventtime.core import kinds, timestamps, trigger, watermark, window
 from eventtime.core.contract import CONTRACT_PATH, INTS, LONGS, STRINGS
 
 pytestmark = pytest.mark.spark
@@ -32,6 +32,11 @@ def test_python_reads_its_constants_from_the_contract():
     assert (trigger.ON_TIME, trigger.LATE, trigger.FINAL, trigger.FINAL_ONLY, trigger.DISCARDING) == tuple(
         STRINGS[n] for n in ("ON_TIME", "LATE", "FINAL", "FINAL_ONLY", "DISCARDING"))
     assert trigger.END_OF_INPUT_MS == LONGS["END_OF_INPUT_MS"] and timestamps.TOO_LATE == STRINGS["TOO_LATE"]
+    assert (watermark.GLOBAL, watermark.PER_PARTITION) == (STRINGS["GLOBAL"], STRINGS["PER_PARTITION"])
+    assert {cls.TYPE for cls in (window.Tumbling, window.Sliding, window.Calendar, window.Session)} == {
+        STRINGS[n] for n in STRINGS if n.startswith("WINDOW_")}
+    assert window.CALENDAR_UNITS == tuple(STRINGS[n] for n in ("UNIT_DAY", "UNIT_WEEK", "UNIT_MONTH"))
+    assert set(kinds.BUILTIN_AGGREGATIONS) == {STRINGS[n] for n in STRINGS if n.startswith("AGG_")}
 
 
 def _code(text: str) -> str:
@@ -61,8 +66,8 @@ def test_the_operator_finds_every_output_column_where_python_puts_it(spark):
     aggs = (eventtime.count(), eventtime.sum("v"))
     record = T.StructType([T.StructField("k", T.StringType()), T.StructField("v", T.LongType())])
     out = output_schema([record["k"]], [T.StructField("count", T.LongType()), T.StructField("sum_v", T.LongType())])
-    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(engine_spec(window, EngineConfig(window, aggs), record, out, ["k"],
-                                                                aggs, bounded=False)))
+    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(engine_spec(EngineConfig(window, aggs), record, out, ["k"],
+                                                                bounded=False)))
     positions = json.loads(spark._jvm.eventtime.jvm.InProcess.outputPositions(spec))
     names = [*out.names, C_REC]
     assert positions.pop("width") == len(names)

@@ -150,7 +150,8 @@ def test_jvm_window_arithmetic_is_the_python_rules(spark, params, timestamps, wa
     config = EngineConfig(window, allowed_lateness_ms=lateness)
     record = T.StructType([T.StructField("key", T.StringType())])
     spec = spark._jvm.eventtime.jvm.Spec(json.dumps(
-        engine_spec(window, config, record, output_schema([record["key"]], []), ["key"], (), bounded=False)))
+        engine_spec(config, record, output_schema([record["key"]], [T.StructField("count", T.LongType())]), ["key"],
+                    bounded=False)))
     calls = _Calls(spark, spec)
     for ts in timestamps:
         for t in (ts, ts - 1, ts + 1, window.slice_start(ts), window.slice_start(ts) - 1):
@@ -197,7 +198,8 @@ def test_jvm_calendar_arithmetic_is_the_python_rules(spark, params, offsets, wat
     config = EngineConfig(window, allowed_lateness_ms=lateness)
     record = T.StructType([T.StructField("key", T.StringType())])
     spec = spark._jvm.eventtime.jvm.Spec(json.dumps(
-        engine_spec(window, config, record, output_schema([record["key"]], []), ["key"], (), bounded=False)))
+        engine_spec(config, record, output_schema([record["key"]], [T.StructField("count", T.LongType())]), ["key"],
+                    bounded=False)))
     calls = _Calls(spark, spec)
     for offset in offsets:
         ts = _CAL_BASE_MS + offset
@@ -337,7 +339,8 @@ def test_jvm_firing_rules_are_named_once_and_are_the_python_ones(spark, size, la
     config = EngineConfig(window, allowed_lateness_ms=lateness)
     record = T.StructType([T.StructField("key", T.StringType())])
     spec = spark._jvm.eventtime.jvm.Spec(json.dumps(
-        engine_spec(window, config, record, output_schema([record["key"]], []), ["key"], (), bounded=False)))
+        engine_spec(config, record, output_schema([record["key"]], [T.StructField("count", T.LongType())]), ["key"],
+                    bounded=False)))
     calls = _Calls(spark, spec)
     w = Window(start * size, start * size + size)
     calls.expect("cleanupTime", (w.end_ms,), cleanup_time(w, lateness))

@@ -39,7 +39,7 @@ def jvm_spec(spark):
     window = Tumbling("1 minute")
     config = EngineConfig(window, aggs)
     out = output_schema([record["key"]], [T.StructField(a.name, _agg_type(a, record)) for a in aggs])
-    spec = engine_spec(window, config, record, out, ["key"], aggs, bounded=False)
+    spec = engine_spec(config, record, out, ["key"], bounded=False)
     return spark._jvm, spark._jvm.eventtime.jvm.Spec(json.dumps(spec))
 
 

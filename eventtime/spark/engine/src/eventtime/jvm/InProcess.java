@@ -251,7 +251,7 @@ public final class InProcess {
       DataTypes.createStructField("bin", DataTypes.BinaryType, true),
       DataTypes.createStructField("t", DataTypes.StringType, true),
       DataTypes.createStructField("dec", DataTypes.createDecimalType(10, 2), true),
-      DataTypes.createStructField("day", DataTypes.DateType, true),
+      DataTypes.createStructField("dt", DataTypes.DateType, true),
       DataTypes.createStructField("rec", DataTypes.createStructType(new StructField[] {
         DataTypes.createStructField("x", DataTypes.LongType, true)}), true),
     });

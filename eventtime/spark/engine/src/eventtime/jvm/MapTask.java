@@ -48,9 +48,9 @@ final class MapTask {
 
   /** A task told the batch's watermark directly (the in-process runner, {@link InProcess}). */
   MapTask(Spec spec, long knownWatermark) {
-    // in-process runs (global watermark): the running maximum is W + B once W moved
+    // in-process runs (global watermark): the running maximum from W
     this(spec, knownWatermark,
-        !spec.publishedWatermark && knownWatermark > 0 ? knownWatermark + spec.maxOutOfOrdernessMs : null, null);
+        spec.publishedWatermark ? null : spec.runningMax(knownWatermark), null);
   }
 
   private static String id(Spec spec, TaskContext tc) {

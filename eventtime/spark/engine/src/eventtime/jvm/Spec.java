@@ -44,7 +44,8 @@ public final class Spec implements Serializable {
   public final int[] kinds;
 
   public static final int COUNT = 0, SUM = 1, MEAN = 2, MIN = 3, MAX = 4, FIRST = 5, LAST = 6;
-  private static final java.util.List<String> KIND_NAMES = java.util.Arrays.asList("count", "sum", "mean", "min", "max", "first", "last");
+  private static final java.util.List<String> KIND_NAMES = java.util.Arrays.asList(
+      Contract.AGG_COUNT, Contract.AGG_SUM, Contract.AGG_MEAN, Contract.AGG_MIN, Contract.AGG_MAX, Contract.AGG_FIRST, Contract.AGG_LAST);
   public final int[] aggFields;
   /** Aggregations whose input is an integral column (exact 128-bit sums) or a decimal one. */
   public final boolean[] aggIntegral, aggDecimal;
@@ -78,8 +79,8 @@ public final class Spec implements Serializable {
       JsonNode n = new ObjectMapper().readTree(json);
       JsonNode w = n.get("window");
       String type = w.get("type").asText();
-      calendar = "calendar".equals(type);
-      session = "session".equals(type);
+      calendar = Contract.WINDOW_CALENDAR.equals(type);
+      session = Contract.WINDOW_SESSION.equals(type);
       gapMs = session ? w.get("gap_ms").asLong() : 0;
       if (session) {
         calendarUnit = -1;
@@ -88,7 +89,7 @@ public final class Spec implements Serializable {
         sizeMs = slideMs = offsetMs = 0;
         sliceMs = 1;
       } else if (calendar) {
-        calendarUnit = java.util.Arrays.asList("day", "week", "month").indexOf(w.get("unit").asText());
+        calendarUnit = java.util.Arrays.asList(Contract.UNIT_DAY, Contract.UNIT_WEEK, Contract.UNIT_MONTH).indexOf(w.get("unit").asText());
         if (calendarUnit < 0) throw new IllegalArgumentException("eventtime: unknown calendar unit " + w.get("unit"));
         zone = ZoneId.of(w.get("tz").asText());
         weekStart = w.has("week_start") ? DayOfWeek.valueOf(w.get("week_start").asText().toUpperCase(java.util.Locale.ROOT)) : DayOfWeek.MONDAY;
@@ -99,7 +100,7 @@ public final class Spec implements Serializable {
         zone = null;
         weekStart = null;
         sizeMs = w.get("size_ms").asLong();
-        slideMs = "sliding".equals(type) ? w.get("slide_ms").asLong() : sizeMs;
+        slideMs = Contract.WINDOW_SLIDING.equals(type) ? w.get("slide_ms").asLong() : sizeMs;
         offsetMs = w.get("offset_ms").asLong();
         sliceMs = gcd(sizeMs, slideMs);
       }
@@ -116,7 +117,7 @@ public final class Spec implements Serializable {
       eventTimeField = n.has("event_time_field") ? n.get("event_time_field").asInt() : -1;
       sessionTimeZone = n.has("session_time_zone") ? n.get("session_time_zone").asText() : "UTC";
       JsonNode wm = n.get("watermark");
-      publishedWatermark = !bounded && wm != null && "per_partition".equals(wm.get("mode").asText());
+      publishedWatermark = !bounded && wm != null && Contract.PER_PARTITION.equals(wm.get("mode").asText());
       recordType = (StructType) DataType.fromJson(n.get("record_type").asText());
       outputType = (StructType) DataType.fromJson(n.get("output_type").asText());
       JsonNode keys = n.get("key_fields");
@@ -153,6 +154,15 @@ public final class Spec implements Serializable {
    * eventtime/query/advise.py decodes the bounds.
    */
   public static final int DELAY_BINS = 8 * 61;  // delayBin of Long.MAX_VALUE is the last
+
+  /**
+   * The largest valid event time of the batches before, from the global watermark W = max - B
+   * they left: W + B, or null before the first watermark and at the end of input (Python's
+   * {@code core.watermark.running_max_ms}).
+   */
+  public Long runningMax(long watermark) {
+    return watermark > 0 && watermark < Contract.END_OF_INPUT_MS ? watermark + maxOutOfOrdernessMs : null;
+  }
 
   public static int delayBin(long delay) {
     if (delay <= 0) return 0;

@@ -7,7 +7,7 @@ Example:
 """
 
 from eventtime.sinks.batch import BatchSink, BatchSinkError, BatchWriteResult, RejectedRow
-from eventtime.sinks.exactly_once import RetryPolicy, SinkError
+from eventtime.sinks.exactly_once import FaultPoint, RetryPolicy, SinkError
 from eventtime.sinks.delta import (
     RECORD_SCHEMA,
     DeltaDelaySink,
@@ -27,6 +27,7 @@ __all__ = [
     "BatchSink",
     "BatchSinkError",
     "BatchWriteResult",
+    "FaultPoint",
     "PostgresSink",
     "RejectedRow",
     "RetryPolicy",

@@ -45,7 +45,7 @@ from typing import Any, Callable, Optional, Sequence
 import pyarrow as pa
 
 from ..ops.faults import fault_point
-from .exactly_once import RetryPolicy, SinkError, check_batch
+from .exactly_once import FaultInjector, FaultPoint, RetryPolicy, SinkError, check_batch, check_fault_injector
 
 __all__ = ["BatchSink", "BatchSinkError", "BatchWriteResult", "RejectedRow", "SinkError"]
 
@@ -108,9 +108,10 @@ class _Replay(Exception):
 class BatchSink(abc.ABC):
     """Base of an exactly-once, chunked, retried sink (module docstring); subclass it per store.
 
-    ``fault_injector(stage, batch_id, attempt, chunk)`` (for fault tests) is called at
-    ``"begin"`` (transaction begun), ``"chunk"`` (before each chunk; ``chunk`` is its number),
-    ``"before_commit"`` and ``"after_commit"``, in that order; ``chunk`` is -1 but for chunks.
+    ``fault_injector(point)`` (for fault tests) is called with a :class:`~eventtime.sinks.FaultPoint`
+    at the stages ``"begin"`` (transaction begun), ``"chunk"`` (before each chunk; ``point.chunk``
+    is its number, ``None`` at the other stages), ``"before_commit"`` and ``"after_commit"``, in
+    that order.
 
     >>> class Printer(BatchSink):                      # a store without transactions, for show
     ...     def connect(self): return object()
@@ -143,7 +144,7 @@ class BatchSink(abc.ABC):
         backoff_s: float = 0.2,
         max_backoff_s: float = 10.0,
         replay: bool = True,
-        fault_injector: Optional[Callable[[str, int, int, int], None]] = None,
+        fault_injector: Optional[FaultInjector] = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if not isinstance(pipeline, str) or not pipeline.strip():
@@ -158,9 +159,7 @@ class BatchSink(abc.ABC):
         if not isinstance(replay, bool):
             raise TypeError(f"replay must be True or False, got {type(replay).__name__} {replay!r}")
         self.replay = replay
-        if fault_injector is not None and not callable(fault_injector):
-            raise TypeError("fault_injector must be callable(stage, batch_id, attempt, chunk) or None")
-        self.fault_injector = fault_injector
+        self.fault_injector = check_fault_injector(fault_injector)
         self._sleep = sleep
         self._conn: Any = None
 
@@ -267,9 +266,9 @@ class BatchSink(abc.ABC):
             out.append((start, len(rows)))
         return out
 
-    def _fault(self, stage: str, batch_id: int, attempt: int, chunk: int = -1) -> None:
+    def _fault(self, stage: str, batch_id: int, attempt: int, chunk: Optional[int] = None) -> None:
         if self.fault_injector is not None:
-            self.fault_injector(stage, batch_id, attempt, chunk)
+            self.fault_injector(FaultPoint(stage, batch_id, attempt, chunk))
 
     @property
     def retries(self) -> int:

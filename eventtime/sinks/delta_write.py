@@ -40,7 +40,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .exactly_once import RetryPolicy, SinkError, check_batch
+from .exactly_once import FaultInjector, FaultPoint, RetryPolicy, SinkError, check_batch, check_fault_injector
 from .schema import TABLE_COLUMNS
 from .spark_delta import active_session, spark_has_delta, write_via_spark
 from .tables import _check_name, _check_path, _check_writable, _same_table, check_table_columns, snapshot_dataset
@@ -99,12 +99,13 @@ def _not_transient(exc: BaseException) -> bool:
 # the sinks
 
 
-FaultInjector = Callable[[int, int], None]
-
-
 class DeltaSink(abc.ABC):
     """Base of the Delta sinks: the exactly-once write (module docstring); a kind supplies
-    ``_kind``, ``_prepare`` and, when its columns are known up front, ``_empty_rows``."""
+    ``_kind``, ``_prepare`` and, when its columns are known up front, ``_empty_rows``.
+
+    ``fault_injector(point)`` (for fault tests) is called with a
+    :class:`~eventtime.sinks.FaultPoint` at one stage, ``"write"``, before each write attempt
+    (``point.chunk`` is ``None``: a Delta commit has no chunks)."""
 
     _kind = "base"
     _what = "rows"
@@ -143,9 +144,7 @@ class DeltaSink(abc.ABC):
         self._use_spark: bool | None = None
         if engine == "spark":
             self._require_spark_delta(spark if spark is not None else active_session())
-        if fault_injector is not None and not callable(fault_injector):
-            raise TypeError("fault_injector must be callable(batch_id, attempt) or None")
-        self.fault_injector = fault_injector
+        self.fault_injector = check_fault_injector(fault_injector)
         self._now = now or (lambda: _dt.datetime.now(_dt.timezone.utc))
         self._sleep = sleep
         self._dt_cache: Any = None
@@ -331,7 +330,7 @@ class DeltaSink(abc.ABC):
             attempts = attempt + 1
             try:
                 if self.fault_injector is not None:
-                    self.fault_injector(batch_id, attempt)
+                    self.fault_injector(FaultPoint("write", batch_id, attempt))
                 write = self._write_spark if self._spark_enabled() else self._write_rust
                 result = write(data, batch_id, query_id, app_id, partition_by, attempts)
                 return dataclasses.replace(result, duration_s=time.perf_counter() - started)

@@ -2,15 +2,17 @@
 and so :class:`~eventtime.sinks.PostgresSink`): a batch is identified by ``(query_id,
 batch_id)`` and written once; a write error is retried by one :class:`RetryPolicy`; a batch
 that cannot be written raises a :class:`SinkError`, so Spark fails the query and re-runs the
-batch on restart (nothing is lost)."""
+batch on restart (nothing is lost). A test hook, ``fault_injector(point)``, is called at the named
+stages of a write with one :class:`FaultPoint`."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import numbers
-from typing import Any
+from typing import Any, Callable, Optional
 
-__all__ = ["SinkError", "RetryPolicy", "check_batch"]
+__all__ = ["SinkError", "RetryPolicy", "FaultPoint", "FaultInjector", "check_batch", "check_fault_injector"]
 
 
 class SinkError(RuntimeError):
@@ -76,3 +78,65 @@ def check_batch(batch_id: object, query_id: object) -> tuple[int, str]:
     if not query_id.strip():
         raise ValueError(f"query_id must be a non-empty string, got {query_id!r}")
     return int(batch_id), query_id
+
+
+@dataclasses.dataclass(frozen=True)
+class FaultPoint:
+    """Where a transactional sink is in writing a batch: what its ``fault_injector`` test hook
+    is called with (``fault_injector(point)``; raising from it simulates a fault there).
+
+    ``stage`` names the point, ``batch_id`` the batch, ``attempt`` counts from 0 (the first
+    attempt; a result's ``attempts`` counts from 1), ``chunk`` is the chunk's number at a
+    ``"chunk"`` stage and ``None`` elsewhere. The stages, in the order one attempt meets them:
+
+    * the Delta sinks (:class:`~eventtime.sinks.delta_write.DeltaSink`): ``"write"``, before
+      each write attempt (before the table's transaction version is read);
+    * :class:`~eventtime.sinks.BatchSink` (so :class:`~eventtime.sinks.PostgresSink`):
+      ``"begin"`` (transaction begun), ``"chunk"`` (before each chunk), ``"before_commit"``,
+      ``"after_commit"``.
+
+    >>> def drop_the_third_chunk(point):
+    ...     if point.stage == "chunk" and point.chunk == 2 and point.attempt == 0:
+    ...         raise ConnectionError("simulated")
+    >>> drop_the_third_chunk(FaultPoint("chunk", batch_id=0, attempt=0, chunk=2))
+    Traceback (most recent call last):
+    ...
+    ConnectionError: simulated
+    """
+
+    stage: str
+    batch_id: int
+    attempt: int
+    chunk: Optional[int] = None
+
+
+FaultInjector = Callable[[FaultPoint], None]
+
+
+def check_fault_injector(fault_injector: Any) -> Optional[FaultInjector]:
+    """``fault_injector`` when it is ``None`` or callable with one :class:`FaultPoint`, else
+    ``TypeError`` naming it (also for a hook of the earlier signatures, ``f(batch_id, attempt)``
+    and ``f(stage, batch_id, attempt, chunk)``).
+
+    >>> check_fault_injector(lambda point: None) is not None
+    True
+    >>> check_fault_injector(lambda batch_id, attempt: None)
+    Traceback (most recent call last):
+    ...
+    TypeError: fault_injector must be callable as fault_injector(point) with one FaultPoint (point.stage, .batch_id, .attempt, .chunk), but it takes (batch_id, attempt)
+    """
+    if fault_injector is None:
+        return None
+    if not callable(fault_injector):
+        raise TypeError(f"fault_injector must be callable(point: FaultPoint) or None, got "
+                        f"{type(fault_injector).__name__} {fault_injector!r}")
+    try:
+        signature = inspect.signature(fault_injector)
+    except (TypeError, ValueError):  # a signature that cannot be read: taken as it is
+        return fault_injector
+    try:
+        signature.bind(None)
+    except TypeError:
+        raise TypeError(f"fault_injector must be callable as fault_injector(point) with one FaultPoint (point.stage, "
+                        f".batch_id, .attempt, .chunk), but it takes {signature}") from None
+    return fault_injector

@@ -7,14 +7,13 @@ Example:
 """
 
 from eventtime.sinks.batch import BatchSink, BatchSinkError, BatchWriteResult, RejectedRow
-from eventtime.sinks.exactly_once import FaultPoint, RetryPolicy, SinkError
+from eventtime.sinks.exactly_once import FaultPoint, RetryPolicy, SinkError, WriteResult
 from eventtime.sinks.delta import (
     RECORD_SCHEMA,
     DeltaDelaySink,
     DeltaLateSink,
     DeltaResultsSink,
     DeltaSinkError,
-    WriteResult,
     compact,
     latest_panes,
     snapshot_dataset,

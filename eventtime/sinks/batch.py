@@ -45,7 +45,8 @@ from typing import Any, Callable, Optional, Sequence
 import pyarrow as pa
 
 from ..ops.faults import fault_point
-from .exactly_once import FaultInjector, FaultPoint, RetryPolicy, SinkError, check_batch, check_fault_injector
+from .exactly_once import (FaultInjector, FaultPoint, RetryPolicy, SinkError, WriteResult, check_batch,
+                           check_fault_injector)
 
 __all__ = ["BatchSink", "BatchSinkError", "BatchWriteResult", "RejectedRow", "SinkError"]
 
@@ -73,24 +74,9 @@ class RejectedRow:
     key: Optional[dict] = None
 
 
-@dataclasses.dataclass(frozen=True)
-class BatchWriteResult:
-    """What one sink call did.
-
-    ``written``: a transaction was committed; otherwise ``skipped`` says why (``"empty"`` or
-    ``"already_committed"``). ``rows``: rows written (rejected ones excluded); ``chunks``: chunks
-    of the committed attempt; ``attempts``: transactions begun; ``statement_retries``: chunk
-    statements retried alone (``replay=False``); ``rejected``: the refused rows.
-    """
-
-    written: bool
-    rows: int
-    chunks: int = 0
-    attempts: int = 0
-    statement_retries: int = 0
-    rejected: tuple = ()
-    skipped: Optional[str] = None
-    duration_s: float = 0.0
+BatchWriteResult = WriteResult
+"""Deprecated: the name :class:`~eventtime.sinks.WriteResult` had for :class:`BatchSink` (one
+result type for every transactional sink now); give its fields by keyword."""
 
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
@@ -282,14 +268,14 @@ class BatchSink(abc.ABC):
             self.close(self._conn)
             self._conn = None
 
-    def __call__(self, table: pa.Table, batch_id: int, query_id: str) -> BatchWriteResult:
+    def __call__(self, table: pa.Table, batch_id: int, query_id: str) -> WriteResult:
         """Write one micro-batch exactly once per ``(query_id, batch_id)``."""
         started = time.perf_counter()
         if not isinstance(table, pa.Table):
             raise TypeError(f"table must be a pyarrow.Table, got {type(table).__name__}")
         batch_id, query_id = check_batch(batch_id, query_id)
         if table.num_rows == 0:
-            return BatchWriteResult(False, 0, skipped="empty")
+            return WriteResult(False, 0, skipped="empty")
         columns, rows, index = self.prepare(table, batch_id, query_id)
         ranges = self.chunks(rows)
         last: Optional[BaseException] = None
@@ -312,8 +298,8 @@ class BatchSink(abc.ABC):
                 if self.committed(conn, query_id, batch_id):
                     self.rollback(conn)
                     log.info("%s: batch %s of query %s is in the ledger: skipped", self.target, batch_id, query_id)
-                    return BatchWriteResult(False, 0, attempts=attempt + 1, skipped="already_committed",
-                                            duration_s=time.perf_counter() - started)
+                    return WriteResult(False, 0, attempts=attempt + 1, skipped="already_committed",
+                                       duration_s=time.perf_counter() - started)
                 rejected: list[RejectedRow] = []
                 for number, (lo, hi) in enumerate(ranges):
                     self._fault("chunk", batch_id, attempt, number)
@@ -350,9 +336,9 @@ class BatchSink(abc.ABC):
             self._fault("after_commit", batch_id, attempt)
             for r in rejected:
                 log.error("%s: batch %s row %s refused: %s", self.target, batch_id, r.row_index, r.error)
-            return BatchWriteResult(True, written, chunks=len(ranges), attempts=attempt + 1,
-                                    statement_retries=statement_retries, rejected=tuple(rejected),
-                                    duration_s=time.perf_counter() - started)
+            return WriteResult(True, written, chunks=len(ranges), attempts=attempt + 1,
+                               statement_retries=statement_retries, rejected=tuple(rejected),
+                               duration_s=time.perf_counter() - started)
         self._drop_connection()
         raise BatchSinkError(
             f"{self.target}: batch {batch_id} of query {query_id} not written after {self.retries + 1} attempts: "

@@ -40,7 +40,8 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .exactly_once import FaultInjector, FaultPoint, RetryPolicy, SinkError, check_batch, check_fault_injector
+from .exactly_once import (FaultInjector, FaultPoint, RetryPolicy, SinkError, WriteResult, check_batch,
+                           check_fault_injector)
 from .schema import TABLE_COLUMNS
 from .spark_delta import active_session, spark_has_delta, write_via_spark
 from .tables import _check_name, _check_path, _check_writable, _same_table, check_table_columns, snapshot_dataset
@@ -58,24 +59,6 @@ class DeltaSinkError(SinkError):
     def __init__(self, message: str, *, path: str, batch_id: int, query_id: str, attempts: int) -> None:
         super().__init__(message, batch_id=batch_id, query_id=query_id, attempts=attempts)
         self.path = path
-
-
-@dataclasses.dataclass(frozen=True)
-class WriteResult:
-    """What a sink call did.
-
-    ``written`` is ``True`` when a commit was made; otherwise ``skipped`` says why
-    (``"empty"`` or ``"already_committed"``). ``attempts`` counts write attempts,
-    ``version`` is the table version after the call (``None`` when the table does not exist),
-    ``duration_s`` the wall time of the call.
-    """
-
-    written: bool
-    rows: int
-    attempts: int
-    skipped: str | None = None
-    version: int | None = None
-    duration_s: float = 0.0
 
 
 # ---------------------------------------------------------------------------

@@ -12,7 +12,8 @@ import inspect
 import numbers
 from typing import Any, Callable, Optional
 
-__all__ = ["SinkError", "RetryPolicy", "FaultPoint", "FaultInjector", "check_batch", "check_fault_injector"]
+__all__ = ["SinkError", "RetryPolicy", "WriteResult", "FaultPoint", "FaultInjector", "check_batch",
+           "check_fault_injector"]
 
 
 class SinkError(RuntimeError):
@@ -64,6 +65,35 @@ class RetryPolicy:
     def delay_s(self, retry: int) -> float:
         """The wait before retry number ``retry`` (0 for the first retry)."""
         return min(self.max_backoff_s, self.backoff_s * (2**retry))
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteResult:
+    """What one call of a transactional sink did (every one returns it).
+
+    ``written``: a commit was made; otherwise ``skipped`` says why (``"empty"`` or
+    ``"already_committed"``). ``rows``: rows written (rows the store refused excluded);
+    ``attempts``: write attempts (transactions begun), from 1; ``duration_s``: the call's wall
+    time. The Delta sinks also give ``version``, the table version after the call (``None``
+    when the table does not exist); :class:`~eventtime.sinks.BatchSink` gives ``chunks`` (of the
+    committed attempt), ``statement_retries`` (chunk statements retried alone,
+    ``replay=False``) and ``rejected`` (the refused rows, :class:`~eventtime.sinks.RejectedRow`).
+    A field a sink does not fill keeps its default.
+
+    >>> result = WriteResult(True, rows=3, attempts=1, version=7)
+    >>> result.written, result.rows, result.version, result.chunks, result.rejected
+    (True, 3, 7, 0, ())
+    """
+
+    written: bool
+    rows: int
+    attempts: int = 0
+    skipped: Optional[str] = None
+    version: Optional[int] = None
+    duration_s: float = 0.0
+    chunks: int = 0
+    statement_retries: int = 0
+    rejected: tuple = ()
 
 
 def check_batch(batch_id: object, query_id: object) -> tuple[int, str]:
@@ -123,7 +153,7 @@ def check_fault_injector(fault_injector: Any) -> Optional[FaultInjector]:
     >>> check_fault_injector(lambda batch_id, attempt: None)
     Traceback (most recent call last):
     ...
-    TypeError: fault_injector must be callable as fault_injector(point) with one FaultPoint (point.stage, .batch_id, .attempt, .chunk), but it takes (batch_id, attempt)
+    TypeError: fault_injector must be callable as fault_injector(point) ... but it takes (batch_id, attempt)
     """
     if fault_injector is None:
         return None

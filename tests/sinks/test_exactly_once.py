@@ -71,3 +71,15 @@ def test_a_hook_of_an_earlier_signature_is_refused_naming_fault_injector(tmp_pat
             make()
     with pytest.raises(TypeError, match="fault_injector must be callable"):
         MemorySink("p", fault_injector="not a hook")
+
+
+def test_both_kinds_of_sink_return_one_result_type_and_the_old_name_is_an_alias(tmp_path):
+    from eventtime.sinks import BatchWriteResult, WriteResult
+
+    assert BatchWriteResult is WriteResult
+    batch = MemorySink("p")(pa.table({"x": [1]}), 0, "q")
+    delta = DeltaLateSink(str(tmp_path / "late"), pipeline="p", engine="rust")(
+        pa.table({"kind": ["invalid"], "reason": ["null_timestamp"]}), 0, "q")
+    assert type(batch) is type(delta) is WriteResult
+    assert (batch.written, batch.rows, batch.attempts, batch.chunks, batch.version) == (True, 1, 1, 1, None)
+    assert (delta.written, delta.rows, delta.attempts, delta.chunks, delta.version) == (True, 1, 1, 0, 0)

@@ -1,19 +1,23 @@
 """What every transactional sink shares (the Delta sinks, :class:`~eventtime.sinks.BatchSink`
 and so :class:`~eventtime.sinks.PostgresSink`): a batch is identified by ``(query_id,
-batch_id)`` and written once; a write error is retried by one :class:`RetryPolicy`; a batch
-that cannot be written raises a :class:`SinkError`, so Spark fails the query and re-runs the
-batch on restart (nothing is lost). A test hook, ``fault_injector(point)``, is called at the named
-stages of a write with one :class:`FaultPoint`."""
+batch_id)`` and written once; a call returns a :class:`WriteResult`; a write error is retried
+by one loop, :func:`run_with_retries`, on a :class:`RetryPolicy`; a batch that cannot be
+written raises a :class:`SinkError`, so Spark fails the query and re-runs the batch on restart
+(nothing is lost). The test hook ``fault_injector(point)`` is called at the named stages of a
+write with a :class:`FaultPoint`."""
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
 import numbers
-from typing import Any, Callable, Optional
+import time
+from typing import Any, Callable, Optional, TypeVar
 
-__all__ = ["SinkError", "RetryPolicy", "WriteResult", "FaultPoint", "FaultInjector", "check_batch",
-           "check_fault_injector"]
+__all__ = ["SinkError", "RetryPolicy", "WriteResult", "FaultPoint", "FaultInjector", "run_with_retries",
+           "check_batch", "check_fault_injector"]
+
+_T = TypeVar("_T")
 
 
 class SinkError(RuntimeError):
@@ -65,6 +69,45 @@ class RetryPolicy:
     def delay_s(self, retry: int) -> float:
         """The wait before retry number ``retry`` (0 for the first retry)."""
         return min(self.max_backoff_s, self.backoff_s * (2**retry))
+
+
+def run_with_retries(
+    policy: RetryPolicy,
+    write: Callable[[int], _T],
+    *,
+    on_error: Callable[[Exception, int, Optional[float]], BaseException],
+    give_up: Callable[[BaseException, int], SinkError],
+    sleep: Callable[[float], None] = time.sleep,
+) -> _T:
+    """The retry loop of every transactional sink: ``write(attempt)`` for ``attempt`` 0, 1, ...
+    until it returns, at most ``policy.attempts`` times; what it returns is returned.
+
+    An ``Exception`` from ``write`` goes to ``on_error(exc, attempt, delay_s)``, ``delay_s``
+    being the wait before the next attempt (``None`` after the last one). It cleans up, logs,
+    and returns the error to report (``exc`` or its cause), or raises to stop here (an error
+    no retry can fix). The loop then sleeps ``delay_s`` and tries again; after the last
+    attempt it raises ``give_up(error, policy.attempts)`` from the last error.
+
+    >>> def write(attempt):
+    ...     if attempt < 2:
+    ...         raise OSError(f"fault {attempt}")
+    ...     return "written"
+    >>> waits = []
+    >>> run_with_retries(RetryPolicy(3, 0.5), write, on_error=lambda exc, attempt, delay: exc,
+    ...                  give_up=lambda exc, n: SinkError(str(exc), batch_id=0, query_id="q", attempts=n),
+    ...                  sleep=waits.append), waits
+    ('written', [0.5, 1.0])
+    """
+    last: Optional[BaseException] = None
+    for attempt in range(policy.attempts):
+        try:
+            return write(attempt)
+        except Exception as exc:  # noqa: BLE001 - on_error says what is retried
+            delay = policy.delay_s(attempt) if attempt < policy.retries else None
+            last = on_error(exc, attempt, delay)
+        if delay is not None:
+            sleep(delay)
+    raise give_up(last, policy.attempts) from last
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,6 +31,12 @@ class MemorySink(BatchSink):
     def is_transient(self, exc): return isinstance(exc, ConnectionError)
 
 
+def raising(exc):
+    def hook(point):
+        raise exc
+    return hook
+
+
 def test_a_batch_sink_calls_the_hook_with_a_fault_point_at_each_stage_in_order():
     points = []
 
@@ -83,3 +89,47 @@ def test_both_kinds_of_sink_return_one_result_type_and_the_old_name_is_an_alias(
     assert type(batch) is type(delta) is WriteResult
     assert (batch.written, batch.rows, batch.attempts, batch.chunks, batch.version) == (True, 1, 1, 1, None)
     assert (delta.written, delta.rows, delta.attempts, delta.chunks, delta.version) == (True, 1, 1, 0, 0)
+
+
+def test_the_retry_loop_reports_what_on_error_returns_and_stops_when_it_raises():
+    from eventtime.sinks.exactly_once import RetryPolicy, SinkError, run_with_retries
+
+    seen, waits = [], []
+
+    def on_error(exc, attempt, delay):
+        seen.append((str(exc), attempt, delay))
+        return ValueError(f"cause of {exc}")
+
+    def give_up(exc, attempts):
+        return SinkError(f"{exc} after {attempts}", batch_id=0, query_id="q", attempts=attempts)
+
+    def always(attempt):
+        raise OSError(f"fault {attempt}")
+
+    with pytest.raises(SinkError, match="cause of fault 2 after 3") as info:
+        run_with_retries(RetryPolicy(2, 0.5), always, on_error=on_error, give_up=give_up, sleep=waits.append)
+    assert isinstance(info.value.__cause__, ValueError) and info.value.attempts == 3
+    assert seen == [("fault 0", 0, 0.5), ("fault 1", 1, 1.0), ("fault 2", 2, None)] and waits == [0.5, 1.0]
+
+    def stop(exc, attempt, delay):
+        raise KeyError("not transient")
+
+    with pytest.raises(KeyError):
+        run_with_retries(RetryPolicy(2, 0.5), always, on_error=stop, give_up=give_up, sleep=waits.append)
+    assert waits == [0.5, 1.0]
+
+
+def test_a_batch_sink_retries_a_transient_error_then_gives_up_and_fails_at_once_on_any_other():
+    from eventtime.sinks import BatchSinkError
+
+    waits = []
+    failing = MemorySink("p", target="t", retries=2, backoff_s=0.1, sleep=waits.append,
+                         fault_injector=raising(ConnectionError("gone")))
+    with pytest.raises(BatchSinkError, match="t: batch 5 of query q not written after 3 attempts: ConnectionError: gone"):
+        failing(pa.table({"x": [1]}), 5, "q")
+    assert waits == [0.1, 0.2]
+    broken = MemorySink("p", target="t", retries=2, sleep=waits.append,
+                        fault_injector=raising(KeyError("bad")))
+    with pytest.raises(BatchSinkError, match="t: batch 5 of query q failed: KeyError") as info:
+        broken(pa.table({"x": [1]}), 5, "q")
+    assert info.value.attempts == 1 and waits == [0.1, 0.2]

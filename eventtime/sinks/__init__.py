@@ -7,14 +7,13 @@ Example:
 """
 
 from eventtime.sinks.batch import BatchSink, BatchSinkError, BatchWriteResult, RejectedRow
-from eventtime.sinks.exactly_once import RetryPolicy, SinkError
+from eventtime.sinks.exactly_once import FaultPoint, RetryPolicy, SinkError, WriteResult
 from eventtime.sinks.delta import (
     RECORD_SCHEMA,
     DeltaDelaySink,
     DeltaLateSink,
     DeltaResultsSink,
     DeltaSinkError,
-    WriteResult,
     compact,
     latest_panes,
     snapshot_dataset,
@@ -27,6 +26,7 @@ __all__ = [
     "BatchSink",
     "BatchSinkError",
     "BatchWriteResult",
+    "FaultPoint",
     "PostgresSink",
     "RejectedRow",
     "RetryPolicy",

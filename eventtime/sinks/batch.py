@@ -18,7 +18,8 @@ Failures:
   their row index in the table the sink was given, and the error, and are listed in the
   result; every other row is written;
 * a **transient error** (:meth:`BatchSink.is_transient`: connection lost, server restarting,
-  lock timeout, serialization failure) is retried with exponential backoff. With
+  lock timeout, serialization failure) is retried with exponential backoff (the transactional
+  sinks' one loop, :func:`~eventtime.sinks.exactly_once.run_with_retries`). With
   ``replay=True`` the transaction is rolled back and the whole buffered batch is replayed
   into a new one. With ``replay=False`` only the failed chunk's statement is retried (rolled
   back to its savepoint, the earlier chunks stay in the open transaction); when the
@@ -45,7 +46,8 @@ from typing import Any, Callable, Optional, Sequence
 import pyarrow as pa
 
 from ..ops.faults import fault_point
-from .exactly_once import RetryPolicy, SinkError, check_batch
+from .exactly_once import (FaultInjector, FaultPoint, RetryPolicy, SinkError, WriteResult, check_batch,
+                           check_fault_injector, run_with_retries)
 
 __all__ = ["BatchSink", "BatchSinkError", "BatchWriteResult", "RejectedRow", "SinkError"]
 
@@ -73,24 +75,9 @@ class RejectedRow:
     key: Optional[dict] = None
 
 
-@dataclasses.dataclass(frozen=True)
-class BatchWriteResult:
-    """What one sink call did.
-
-    ``written``: a transaction was committed; otherwise ``skipped`` says why (``"empty"`` or
-    ``"already_committed"``). ``rows``: rows written (rejected ones excluded); ``chunks``: chunks
-    of the committed attempt; ``attempts``: transactions begun; ``statement_retries``: chunk
-    statements retried alone (``replay=False``); ``rejected``: the refused rows.
-    """
-
-    written: bool
-    rows: int
-    chunks: int = 0
-    attempts: int = 0
-    statement_retries: int = 0
-    rejected: tuple = ()
-    skipped: Optional[str] = None
-    duration_s: float = 0.0
+BatchWriteResult = WriteResult
+"""Deprecated: the name :class:`~eventtime.sinks.WriteResult` had for :class:`BatchSink` (one
+result type for every transactional sink now); give its fields by keyword."""
 
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
@@ -108,9 +95,10 @@ class _Replay(Exception):
 class BatchSink(abc.ABC):
     """Base of an exactly-once, chunked, retried sink (module docstring); subclass it per store.
 
-    ``fault_injector(stage, batch_id, attempt, chunk)`` (for fault tests) is called at
-    ``"begin"`` (transaction begun), ``"chunk"`` (before each chunk; ``chunk`` is its number),
-    ``"before_commit"`` and ``"after_commit"``, in that order; ``chunk`` is -1 but for chunks.
+    ``fault_injector(point)`` (for fault tests) is called with a :class:`~eventtime.sinks.FaultPoint`
+    at the stages ``"begin"`` (transaction begun), ``"chunk"`` (before each chunk; ``point.chunk``
+    is its number, ``None`` at the other stages), ``"before_commit"`` and ``"after_commit"``, in
+    that order.
 
     >>> class Printer(BatchSink):                      # a store without transactions, for show
     ...     def connect(self): return object()
@@ -143,7 +131,7 @@ class BatchSink(abc.ABC):
         backoff_s: float = 0.2,
         max_backoff_s: float = 10.0,
         replay: bool = True,
-        fault_injector: Optional[Callable[[str, int, int, int], None]] = None,
+        fault_injector: Optional[FaultInjector] = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if not isinstance(pipeline, str) or not pipeline.strip():
@@ -158,9 +146,7 @@ class BatchSink(abc.ABC):
         if not isinstance(replay, bool):
             raise TypeError(f"replay must be True or False, got {type(replay).__name__} {replay!r}")
         self.replay = replay
-        if fault_injector is not None and not callable(fault_injector):
-            raise TypeError("fault_injector must be callable(stage, batch_id, attempt, chunk) or None")
-        self.fault_injector = fault_injector
+        self.fault_injector = check_fault_injector(fault_injector)
         self._sleep = sleep
         self._conn: Any = None
 
@@ -267,9 +253,9 @@ class BatchSink(abc.ABC):
             out.append((start, len(rows)))
         return out
 
-    def _fault(self, stage: str, batch_id: int, attempt: int, chunk: int = -1) -> None:
+    def _fault(self, stage: str, batch_id: int, attempt: int, chunk: Optional[int] = None) -> None:
         if self.fault_injector is not None:
-            self.fault_injector(stage, batch_id, attempt, chunk)
+            self.fault_injector(FaultPoint(stage, batch_id, attempt, chunk))
 
     @property
     def retries(self) -> int:
@@ -283,83 +269,87 @@ class BatchSink(abc.ABC):
             self.close(self._conn)
             self._conn = None
 
-    def __call__(self, table: pa.Table, batch_id: int, query_id: str) -> BatchWriteResult:
+    def __call__(self, table: pa.Table, batch_id: int, query_id: str) -> WriteResult:
         """Write one micro-batch exactly once per ``(query_id, batch_id)``."""
         started = time.perf_counter()
         if not isinstance(table, pa.Table):
             raise TypeError(f"table must be a pyarrow.Table, got {type(table).__name__}")
         batch_id, query_id = check_batch(batch_id, query_id)
         if table.num_rows == 0:
-            return BatchWriteResult(False, 0, skipped="empty")
+            return WriteResult(False, 0, skipped="empty")
         columns, rows, index = self.prepare(table, batch_id, query_id)
         ranges = self.chunks(rows)
-        last: Optional[BaseException] = None
-        statement_retries = 0
-        for attempt in range(self.retries + 1):
-            if attempt:
-                self._backoff(attempt - 1)
-            try:
-                if self._conn is None:
-                    conn = self.connect()
-                    try:
-                        self.setup(conn, table)
-                    except BaseException:
-                        self.close(conn)
-                        raise
-                    self._conn = conn
-                conn = self._conn
-                self.begin(conn)
-                self._fault("begin", batch_id, attempt)
-                if self.committed(conn, query_id, batch_id):
-                    self.rollback(conn)
-                    log.info("%s: batch %s of query %s is in the ledger: skipped", self.target, batch_id, query_id)
-                    return BatchWriteResult(False, 0, attempts=attempt + 1, skipped="already_committed",
-                                            duration_s=time.perf_counter() - started)
-                rejected: list[RejectedRow] = []
-                for number, (lo, hi) in enumerate(ranges):
-                    self._fault("chunk", batch_id, attempt, number)
-                    statement_retries += self._write_chunk(conn, columns, rows, index, lo, hi, batch_id, rejected)
-                if rejected:
-                    self.reject(conn, query_id, rejected)
-                written = len(rows) - len(rejected)
-                self.record(conn, query_id, batch_id, written, len(rejected))
-                self._fault("before_commit", batch_id, attempt)
-                self.commit(conn)
-            except Exception as exc:  # noqa: BLE001 - classified below
-                cause = exc.__cause__ if isinstance(exc, _Replay) else exc
-                if not self.is_transient(cause):
+        statement_retries = 0  # over every attempt
+
+        def transaction(attempt: int) -> WriteResult:
+            nonlocal statement_retries
+            if self._conn is None:
+                conn = self.connect()
+                try:
+                    self.setup(conn, table)
+                except BaseException:
+                    self.close(conn)
+                    raise
+                self._conn = conn
+            conn = self._conn
+            self.begin(conn)
+            self._fault("begin", batch_id, attempt)
+            if self.committed(conn, query_id, batch_id):
+                self.rollback(conn)
+                log.info("%s: batch %s of query %s is in the ledger: skipped", self.target, batch_id, query_id)
+                return WriteResult(False, 0, attempts=attempt + 1, skipped="already_committed",
+                                   duration_s=time.perf_counter() - started)
+            rejected: list[RejectedRow] = []
+            for number, (lo, hi) in enumerate(ranges):
+                self._fault("chunk", batch_id, attempt, number)
+                statement_retries += self._write_chunk(conn, columns, rows, index, lo, hi, batch_id, rejected)
+            if rejected:
+                self.reject(conn, query_id, rejected)
+            written = len(rows) - len(rejected)
+            self.record(conn, query_id, batch_id, written, len(rejected))
+            self._fault("before_commit", batch_id, attempt)
+            self.commit(conn)
+            return WriteResult(True, written, chunks=len(ranges), attempts=attempt + 1,
+                               statement_retries=statement_retries,
+                               rejected=tuple(sorted(rejected, key=lambda r: r.row_index)))
+
+        def on_error(exc: Exception, attempt: int, delay: Optional[float]) -> BaseException:
+            cause = exc.__cause__ if isinstance(exc, _Replay) else exc
+            if not self.is_transient(cause):
+                self._drop_connection()
+                hint = self.explain(cause)
+                raise BatchSinkError(
+                    f"{self.target}: batch {batch_id} of query {query_id} failed: {type(cause).__name__}: "
+                    f"{str(cause).strip()}{f' ({hint})' if hint else ''}",
+                    target=self.target, batch_id=batch_id, query_id=query_id, attempts=attempt + 1,
+                ) from cause
+            log.warning("%s: batch %s attempt %s: %s: %s; %s", self.target, batch_id, attempt + 1,
+                        type(cause).__name__, str(cause).strip(), "replaying the batch" if delay is not None else "giving up")
+            if self._conn is not None and not self.is_broken(self._conn):
+                try:
+                    self.rollback(self._conn)
+                except Exception:  # noqa: BLE001 - the connection is replaced below
                     self._drop_connection()
-                    hint = self.explain(cause)
-                    raise BatchSinkError(
-                        f"{self.target}: batch {batch_id} of query {query_id} failed: {type(cause).__name__}: "
-                        f"{str(cause).strip()}{f' ({hint})' if hint else ''}",
-                        target=self.target, batch_id=batch_id, query_id=query_id, attempts=attempt + 1,
-                    ) from cause
-                last = cause
-                log.warning("%s: batch %s attempt %s: %s: %s; %s", self.target, batch_id, attempt + 1,
-                            type(cause).__name__, str(cause).strip(), "replaying the batch" if attempt < self.retries else "giving up")
-                if self._conn is not None and not self.is_broken(self._conn):
-                    try:
-                        self.rollback(self._conn)
-                    except Exception:  # noqa: BLE001 - the connection is replaced below
-                        self._drop_connection()
-                else:
-                    self._drop_connection()
-                continue
-            rejected.sort(key=lambda r: r.row_index)
-            fault_point("after_db_commit", batch_id)
-            self._fault("after_commit", batch_id, attempt)
-            for r in rejected:
-                log.error("%s: batch %s row %s refused: %s", self.target, batch_id, r.row_index, r.error)
-            return BatchWriteResult(True, written, chunks=len(ranges), attempts=attempt + 1,
-                                    statement_retries=statement_retries, rejected=tuple(rejected),
-                                    duration_s=time.perf_counter() - started)
-        self._drop_connection()
-        raise BatchSinkError(
-            f"{self.target}: batch {batch_id} of query {query_id} not written after {self.retries + 1} attempts: "
-            f"{type(last).__name__}: {last}",
-            target=self.target, batch_id=batch_id, query_id=query_id, attempts=self.retries + 1,
-        ) from last
+            else:
+                self._drop_connection()
+            return cause
+
+        def give_up(last: BaseException, attempts: int) -> BatchSinkError:
+            self._drop_connection()
+            return BatchSinkError(
+                f"{self.target}: batch {batch_id} of query {query_id} not written after {attempts} attempts: "
+                f"{type(last).__name__}: {last}",
+                target=self.target, batch_id=batch_id, query_id=query_id, attempts=attempts,
+            )
+
+        result = run_with_retries(self.policy, transaction, on_error=on_error, give_up=give_up, sleep=self._sleep)
+        if not result.written:
+            return result
+        fault_point("after_db_commit", batch_id)  # outside the retries: the batch is committed
+        self._fault("after_commit", batch_id, result.attempts - 1)
+        for r in result.rejected:
+            log.error("%s: batch %s row %s refused: %s", self.target, batch_id, r.row_index, r.error)
+        return dataclasses.replace(result, duration_s=time.perf_counter() - started)
 
     def _write_chunk(self, conn, columns, rows, index, lo, hi, batch_id, rejected) -> int:
         """Write ``rows[lo:hi]`` in a savepoint; returns how many times the statement was retried alone."""

@@ -65,8 +65,8 @@ class DeltaLateSink(DeltaSink):
             delta-rs otherwise), ``"spark"`` (delta-spark, see :func:`write_via_spark`; the
             session must have Delta: ``ValueError`` when the sink is made) or ``"rust"``.
         spark: the Spark session for the delta-spark path (default: ``route``'s).
-        fault_injector: test hook ``f(batch_id, attempt)`` called before each write
-            attempt; raising simulates a storage fault.
+        fault_injector: test hook ``f(point)`` called with a :class:`~eventtime.sinks.FaultPoint` at stage
+            ``"write"`` before each write attempt; raising simulates a storage fault.
         now: clock for ``detected_at`` (UTC ``datetime``).
         delays: where ``route`` writes the delay histograms that ``eventtime late advise``
             reads, when it is given no ``delays=`` sink: ``True`` (default) the Delta table

@@ -20,7 +20,7 @@ exactly-once per ``(query_id, batch_id)``:
   has the sink's columns with their types, and the sink's partitioning): checked when the
   sink is made and again by ``route``, which also refuses two sinks of different kinds on
   one path, all before the query starts;
-* write errors are retried by the sinks' one :class:`~eventtime.sinks.exactly_once.RetryPolicy`;
+* write errors are retried by the sinks' one loop (:func:`~eventtime.sinks.exactly_once.run_with_retries`);
   the check above is repeated before every attempt, so an attempt that committed but then
   raised is not written twice. When retries are exhausted, :class:`DeltaSinkError` names the
   table and the batch; Spark fails the query and re-runs the batch on restart, so nothing is
@@ -40,7 +40,8 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .exactly_once import RetryPolicy, SinkError, check_batch
+from .exactly_once import (FaultInjector, FaultPoint, RetryPolicy, SinkError, WriteResult, check_batch,
+                           check_fault_injector, run_with_retries)
 from .schema import TABLE_COLUMNS
 from .spark_delta import active_session, spark_has_delta, write_via_spark
 from .tables import _check_name, _check_path, _check_writable, _same_table, check_table_columns, snapshot_dataset
@@ -58,24 +59,6 @@ class DeltaSinkError(SinkError):
     def __init__(self, message: str, *, path: str, batch_id: int, query_id: str, attempts: int) -> None:
         super().__init__(message, batch_id=batch_id, query_id=query_id, attempts=attempts)
         self.path = path
-
-
-@dataclasses.dataclass(frozen=True)
-class WriteResult:
-    """What a sink call did.
-
-    ``written`` is ``True`` when a commit was made; otherwise ``skipped`` says why
-    (``"empty"`` or ``"already_committed"``). ``attempts`` counts write attempts,
-    ``version`` is the table version after the call (``None`` when the table does not exist),
-    ``duration_s`` the wall time of the call.
-    """
-
-    written: bool
-    rows: int
-    attempts: int
-    skipped: str | None = None
-    version: int | None = None
-    duration_s: float = 0.0
 
 
 # ---------------------------------------------------------------------------
@@ -99,12 +82,13 @@ def _not_transient(exc: BaseException) -> bool:
 # the sinks
 
 
-FaultInjector = Callable[[int, int], None]
-
-
 class DeltaSink(abc.ABC):
     """Base of the Delta sinks: the exactly-once write (module docstring); a kind supplies
-    ``_kind``, ``_prepare`` and, when its columns are known up front, ``_empty_rows``."""
+    ``_kind``, ``_prepare`` and, when its columns are known up front, ``_empty_rows``.
+
+    ``fault_injector(point)`` (for fault tests) is called with a
+    :class:`~eventtime.sinks.FaultPoint` at one stage, ``"write"``, before each write attempt
+    (``point.chunk`` is ``None``: a Delta commit has no chunks)."""
 
     _kind = "base"
     _what = "rows"
@@ -143,9 +127,7 @@ class DeltaSink(abc.ABC):
         self._use_spark: bool | None = None
         if engine == "spark":
             self._require_spark_delta(spark if spark is not None else active_session())
-        if fault_injector is not None and not callable(fault_injector):
-            raise TypeError("fault_injector must be callable(batch_id, attempt) or None")
-        self.fault_injector = fault_injector
+        self.fault_injector = check_fault_injector(fault_injector)
         self._now = now or (lambda: _dt.datetime.now(_dt.timezone.utc))
         self._sleep = sleep
         self._dt_cache: Any = None
@@ -325,37 +307,34 @@ class DeltaSink(abc.ABC):
         data = self._prepare(table, batch_id, query_id, now.astimezone(_dt.timezone.utc))
         app_id = self.app_id(query_id)
         partition_by = self._partitioning()
-        attempts = 0
-        last_exc: BaseException | None = None
-        for attempt in range(self.policy.attempts):
-            attempts = attempt + 1
-            try:
-                if self.fault_injector is not None:
-                    self.fault_injector(batch_id, attempt)
-                write = self._write_spark if self._spark_enabled() else self._write_rust
-                result = write(data, batch_id, query_id, app_id, partition_by, attempts)
-                return dataclasses.replace(result, duration_s=time.perf_counter() - started)
-            except Exception as exc:  # noqa: BLE001 - every storage error is retried
-                last_exc = exc
-                self._dt_cache = None
-                if _not_transient(exc):
-                    break
-                if attempt < self.policy.retries:
-                    delay = self.policy.delay_s(attempt)
-                    log.warning(
-                        "eventtime: writing batch %d of query %s to Delta table %s failed "
-                        "(attempt %d of %d), retrying in %.2fs: %s",
-                        batch_id, query_id, self.path, attempts, self.policy.attempts, delay, exc,
-                    )
-                    self._sleep(delay)
-        raise DeltaSinkError(
-            f"could not write batch {batch_id} of query {query_id} to the Delta table at "
-            f"{self.path!r} after {attempts} attempt(s): {type(last_exc).__name__}: {last_exc}",
-            path=self.path,
-            batch_id=batch_id,
-            query_id=query_id,
-            attempts=attempts,
-        ) from last_exc
+
+        def attempt_write(attempt: int) -> WriteResult:
+            if self.fault_injector is not None:
+                self.fault_injector(FaultPoint("write", batch_id, attempt))
+            write = self._write_spark if self._spark_enabled() else self._write_rust
+            return write(data, batch_id, query_id, app_id, partition_by, attempt + 1)
+
+        def give_up(exc: BaseException, attempts: int) -> DeltaSinkError:
+            return DeltaSinkError(
+                f"could not write batch {batch_id} of query {query_id} to the Delta table at "
+                f"{self.path!r} after {attempts} attempt(s): {type(exc).__name__}: {exc}",
+                path=self.path, batch_id=batch_id, query_id=query_id, attempts=attempts,
+            )
+
+        def on_error(exc: Exception, attempt: int, delay: float | None) -> BaseException:
+            self._dt_cache = None
+            if _not_transient(exc):  # every storage error is retried, not a misfit of data and table
+                raise give_up(exc, attempt + 1) from exc
+            if delay is not None:
+                log.warning(
+                    "eventtime: writing batch %d of query %s to Delta table %s failed "
+                    "(attempt %d of %d), retrying in %.2fs: %s",
+                    batch_id, query_id, self.path, attempt + 1, self.policy.attempts, delay, exc,
+                )
+            return exc
+
+        result = run_with_retries(self.policy, attempt_write, on_error=on_error, give_up=give_up, sleep=self._sleep)
+        return dataclasses.replace(result, duration_s=time.perf_counter() - started)
 
     def _committed(self, dt: Any, app_id: str, batch_id: int, query_id: str, attempts: int) -> WriteResult | None:
         """The skip result when ``(app_id, batch_id)`` is already in the table, else ``None``."""

@@ -91,8 +91,8 @@ def check_route_arguments(sinks: dict, alerter: Any, pipeline: Any, progress: An
 
 def rejected_rows(results: list) -> dict:
     """``{sink target: ((row index, key, error), ...)}`` of the rows the sinks' stores refused,
-    from ``[(sink, what it returned)]`` (a :class:`eventtime.sinks.BatchWriteResult`'s
-    ``rejected``; other sinks return nothing of the kind)."""
+    from ``[(sink, what it returned)]`` (a :class:`eventtime.sinks.WriteResult`'s ``rejected``,
+    filled by a :class:`eventtime.sinks.BatchSink`; other sinks return nothing of the kind)."""
     out: dict = {}
     for sink, result in results:
         rows = getattr(result, "rejected", None)

@@ -187,7 +187,7 @@ def test_retries_with_exponential_backoff_then_success(tmp_path):
     sleeps = []
     failures = {"left": 2}
 
-    def flaky(batch_id, attempt):
+    def flaky(point):
         if failures["left"]:
             failures["left"] -= 1
             raise OSError("simulated storage fault")
@@ -203,7 +203,7 @@ def test_retries_exhausted_then_recovery_without_loss_or_duplicate(tmp_path):
     path = str(tmp_path / "late")
     broken = {"on": False}
 
-    def fault(batch_id, attempt):
+    def fault(point):
         if broken["on"]:
             raise OSError("disk unavailable")
 

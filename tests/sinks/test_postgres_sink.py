@@ -133,8 +133,8 @@ def test_a_connection_dropped_in_the_middle_of_a_flush_ends_equal_to_an_uninterr
     expected = reference(pg, batches, table_name + "_ref")
     dropped = []
 
-    def drop_the_connection(stage, batch_id, attempt, chunk):
-        if stage == "chunk" and batch_id == 0 and attempt == 0 and chunk == 2:
+    def drop_the_connection(point):
+        if point.stage == "chunk" and point.batch_id == 0 and point.attempt == 0 and point.chunk == 2:
             with psycopg.connect(pg.conninfo, autocommit=True) as admin:
                 dropped.append(admin.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
@@ -156,8 +156,8 @@ def test_the_server_killed_in_the_middle_of_a_flush_and_restarted_loses_and_dupl
     expected = reference(pg, batches, table_name + "_ref")
     restarted = threading.Event()
 
-    def crash_the_server(stage, batch_id, attempt, chunk):
-        if stage == "chunk" and batch_id == 1 and attempt == 0 and chunk == 1:
+    def crash_the_server(point):
+        if point.stage == "chunk" and point.batch_id == 1 and point.attempt == 0 and point.chunk == 1:
             pg.stop("immediate")  # a crash: the open transaction is gone with the server
 
             def start_again():

@@ -130,8 +130,6 @@ BUDGET = {
                                             "with the table checks made before the query starts"),
     "eventtime/spark/aggregate.py": (415, "window_aggregate's checks of every parameter and column type, then one spec"),
     "eventtime/spark/router.py": (420, "one Router's state over its query's life: sinks, checkpoint, batch watermark"),
-    "eventtime/spark/extract.py": (485, "each input type's parsing is a Spark SQL expression written next to the "
-                                        "others, as core/timestamps.py writes them in Python"),
     "eventtime/query/late.py": (445, "the pyarrow and Spark readers, the summary and the filters share LateFilter"),
 }
 

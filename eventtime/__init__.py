@@ -2,9 +2,10 @@
 
 The package's folders are its architecture (docs/architecture.md): ``core`` (window
 assignment, firing rules, timestamps, aggregations, config, the reference model; pure
-Python), ``spark`` (the adapter: extraction, the JVM operator, routing), ``sinks`` (Delta),
-``ops`` (statistics, alerts, restart compatibility, fault points), ``query`` (reading the
-late-data table) and ``cli`` (commands and the demo). The Spark transforms, Delta sinks and
+Python), ``harness`` (scenario replay through the model, conservation checks), ``spark``
+(the adapter: extraction, the JVM operator, routing), ``sinks`` (Delta), ``ops``
+(statistics, alerts, restart compatibility, fault points, the JSON text of rows), ``query``
+(reading the late-data table) and ``cli`` (commands and the demo). The Spark transforms, Delta sinks and
 alerts are imported lazily, so that ``import eventtime`` does not start or import Spark.
 
 >>> import eventtime
@@ -90,8 +91,9 @@ __all__ = [
 ]
 
 
-# Module paths before the package was split into folders (0.1): they still import, as the
-# modules they became, with a DeprecationWarning.
+# Module paths before the package was split into folders (0.1), and those of the modules
+# since moved out of ``core``: they still import, as the modules they became, with a
+# DeprecationWarning.
 _MOVED = {
     "eventtime.window": "eventtime.core.window",
     "eventtime.trigger": "eventtime.core.trigger",
@@ -99,8 +101,8 @@ _MOVED = {
     "eventtime.aggregations": "eventtime.core.aggregations",
     "eventtime.config": "eventtime.core.config",
     "eventtime.reference": "eventtime.core.reference",
-    "eventtime.scenario": "eventtime.core.scenario",
-    "eventtime.conservation": "eventtime.core.conservation",
+    "eventtime.scenario": "eventtime.harness.scenario",
+    "eventtime.conservation": "eventtime.harness.conservation",
     "eventtime.monitor": "eventtime.ops.monitor",
     "eventtime.alerts": "eventtime.ops.alerts",
     "eventtime.compat": "eventtime.ops.compat",
@@ -109,6 +111,8 @@ _MOVED = {
     "eventtime.cli_late": "eventtime.cli.late",
     "eventtime.demo": "eventtime.cli.demo",
     "eventtime.demo_data": "eventtime.cli.demo_data",
+    "eventtime.core.scenario": "eventtime.harness.scenario",
+    "eventtime.core.conservation": "eventtime.harness.conservation",
 }
 
 

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventtime import EngineConfig, ReferenceEngine, aggregate, count
-from eventtime.core.scenario import normalise_output, parse_scenario, run_reference
 from eventtime.core.trigger import DISCARDING, FINAL, ON_TIME, is_expired
+from eventtime.harness.scenario import normalise_output, parse_scenario, run_reference
 
 from .strategies import any_scenarios, every_kind_scenarios, flushed, partition_scenarios
 

@@ -7,8 +7,8 @@ from collections import Counter
 from hypothesis import given, settings
 
 from eventtime import EngineConfig, ReferenceEngine, Window, count
-from eventtime.core.scenario import parse_scenario
 from eventtime.core.trigger import FINAL, ON_TIME, is_due
+from eventtime.harness.scenario import parse_scenario
 
 from .strategies import flushed, session_scenarios
 from .test_model_properties import IDS

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Optional, Sequence
 
-from ..core.scenario import ScenarioError, load_scenario, run_reference
+from ..harness.scenario import ScenarioError, load_scenario, run_reference
 
 
 def _replay(args: argparse.Namespace) -> int:

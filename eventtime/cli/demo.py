@@ -35,9 +35,9 @@ from dataclasses import asdict
 from typing import Any, Callable, Optional, TextIO
 
 from ..core.config import EngineConfig
-from ..core.conservation import ConservationReport, conservation
 from ..core.kinds import LATE_RECORD, RECORD_KINDS
 from ..core.window import Calendar, Session, Tumbling
+from ..harness.conservation import ConservationReport, conservation
 from .demo_data import DEMO_SCHEMA_DDL, DemoStream, write_stream
 from .demo_query import (KAFKA_PARTITIONS, KAFKA_PRODUCED, KAFKA_TOPIC, PIPELINE, DemoError, _run_kafka_query,
                          _run_query, check_kafka_available, kafka_demo_source, produce_batch)

@@ -27,7 +27,7 @@ from typing import Any, Optional, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core._json import key_json
+from ..ops.json_text import key_json
 from .batch import BatchSink, RejectedRow
 from .schema import PANE_REQUIRED
 

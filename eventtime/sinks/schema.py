@@ -14,7 +14,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core._json import keys_json
+from ..ops.json_text import keys_json
 
 __all__ = ["TS", "RECORD_SCHEMA", "LATE_META_SCHEMA", "PANE_META_SCHEMA", "PANE_REQUIRED", "TABLE_COLUMNS"]
 

@@ -9,6 +9,8 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..ops.paths import local_path as _local_table_path
+
 __all__ = ["snapshot_dataset", "latest_panes", "compact", "check_table_columns"]
 
 
@@ -236,17 +238,6 @@ def compact(
             enforce_retention_duration=enforce_retention_duration,
         )
     return {"compact": metrics, "vacuumed": list(vacuumed)}
-
-
-def _local_table_path(path: str) -> str | None:
-    """The local file system path of a table location; ``None`` for a remote URI (``s3://``...)."""
-    if path.startswith("file:"):
-        import urllib.parse
-
-        return os.path.abspath(urllib.parse.unquote(urllib.parse.urlparse(path).path) or "/")
-    if "://" in path:
-        return None
-    return os.path.abspath(path)
 
 
 def _check_writable(path: str, sink: str) -> None:

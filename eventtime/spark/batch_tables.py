@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from ..core._json import keys_json_array, rows_json_array
 from ..core.config import EngineConfig
 from ..core.kinds import INVALID_RECORD, LATE_RECORD, PANE, PARTITION_STATS, RECORD_KINDS
+from ..ops.json_text import keys_json_array, rows_json_array
 from ..ops.monitor import BatchStats, PartitionStats
 from .aggregate import C_REC, MERGED_FROM, timestamp_ms
 
@@ -77,7 +77,7 @@ def sink_tables(keys: list, panes, records, stats) -> tuple:
             columns[k] = records.column(k)
     for name in ("event_time", "raw_timestamp", "watermark", "lateness_ms", "window_start", "window_end", "partition", "offset"):
         columns[name] = records.column(name)
-    # The whole original row as exact JSON (eventtime.core._json), rendered here for the few
+    # The whole original row as exact JSON (eventtime.ops.json_text), rendered here for the few
     # late / invalid records only.
     columns["payload"] = rows_json_array(records.column(C_REC).combine_chunks()) \
         if C_REC in records.column_names else records.column("payload")

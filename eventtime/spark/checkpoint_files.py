@@ -1,6 +1,7 @@
-"""What the driver reads from a streaming query's checkpoint: its local path, the query id in
-``metadata``, and a batch's line of the offset log (``batchWatermarkMs``, ``batchTimestampMs``),
-which Spark writes before it runs the batch."""
+"""What the driver reads from a streaming query's checkpoint: its local path (``local_path``,
+the one rule of :mod:`eventtime.ops.paths`, shared with the sinks' tables), the query id in
+``metadata``, and a batch's line of the offset log (``batchWatermarkMs``,
+``batchTimestampMs``), which Spark writes before it runs the batch."""
 
 from __future__ import annotations
 
@@ -8,18 +9,9 @@ import json
 import os
 from typing import Optional
 
+from ..ops.paths import local_path
+
 __all__ = ["local_path", "checkpoint_query_id", "batch_offsets"]
-
-
-def local_path(path: str) -> Optional[str]:
-    """The local file system path of a checkpoint location, None for a remote one (s3a://...).
-
-    >>> local_path("file:///chk/orders"), local_path("/chk/orders"), local_path("s3a://b/chk")
-    ('/chk/orders', '/chk/orders', None)
-    """
-    if path.startswith("file:"):
-        return "/" + path[len("file:"):].lstrip("/")
-    return path if "://" not in path else None
 
 
 def checkpoint_query_id(checkpoint: str) -> Optional[str]:

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any, Optional, Union
 
 from ..core.kinds import LATE_RECORD
-from ..core.scenario import Scenario, parse_scenario
+from ..harness.scenario import Scenario, parse_scenario
 from .aggregate import timestamp_ms, window_aggregate
 from .extract import with_event_time
 from .router import route
@@ -243,7 +243,7 @@ def _merged_from_ms(table) -> list:
 
 def run_scenario(scenario: Union[dict, Scenario], spark=None, merged_from: bool = False) -> dict:
     """Replay a scenario (parsed JSON or :class:`Scenario`) through Spark; same output as the
-    reference (``merged_from`` as in :func:`~eventtime.core.scenario.run_reference`)."""
+    reference (``merged_from`` as in :func:`~eventtime.harness.scenario.run_reference`)."""
     if not isinstance(scenario, Scenario):
         scenario = parse_scenario(scenario)
     runner = ReplayRunner(scenario, spark=spark, merged_from=merged_from)

@@ -9,7 +9,7 @@ import pytest
 from transcripts import load_transcript, transcript_paths
 
 from eventtime.cli import main
-from eventtime.core.scenario import diff_outputs
+from eventtime.harness.scenario import diff_outputs
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,7 +17,7 @@ MODULES = sorted(
 
 
 def test_every_folder_is_walked():
-    for package in ("core", "spark", "sinks", "ops", "query", "cli"):
+    for package in ("core", "harness", "spark", "sinks", "ops", "query", "cli"):
         assert any(name.startswith(f"eventtime.{package}.") for name in MODULES), package
 
 

@@ -13,7 +13,7 @@ import copy
 import pytest
 from transcripts import lists_merged_from, load_transcript, transcript_paths
 
-from eventtime.core.scenario import diff_outputs, parse_scenario, run_reference
+from eventtime.harness.scenario import diff_outputs, parse_scenario, run_reference
 
 NUMERIC_FIELDS = ("count", "sum", "mean", "min", "max", "first", "last")
 

@@ -3,7 +3,7 @@
 import pytest
 from transcripts import lists_merged_from, load_transcript, transcript_paths
 
-from eventtime.core.scenario import diff_outputs, parse_scenario, run_reference
+from eventtime.harness.scenario import diff_outputs, parse_scenario, run_reference
 
 
 @pytest.mark.parametrize("path", transcript_paths(), ids=lambda p: p.stem)

@@ -201,7 +201,7 @@ def test_tumbling_in_a_dst_zone_points_to_calendar():
 
 
 def test_calendar_round_trips_through_the_replay_contract():
-    from eventtime.core.scenario import _window
+    from eventtime.harness.scenario import _window
 
     for calendar in (Calendar("day", tz="Europe/Berlin"), Calendar("week", tz="UTC+8", week_start="sunday"), Calendar("month")):
         assert _window(calendar.to_dict()) == calendar
@@ -238,7 +238,7 @@ def test_session_accepts_durations_and_refuses_bad_gaps_naming_them():
     ],
 )
 def test_replay_contract_refuses_bad_window_objects(window, message):
-    from eventtime.core.scenario import ScenarioError, _window
+    from eventtime.harness.scenario import ScenarioError, _window
 
     with pytest.raises(ScenarioError, match=message):
         _window(window)

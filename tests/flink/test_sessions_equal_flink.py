@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from flink_harness import flink_available, run_flink_many  # noqa: E402
 
 from eventtime.core.reference import ReferenceEngine  # noqa: E402
-from eventtime.core.scenario import parse_scenario  # noqa: E402
 from eventtime.core.timestamps import extract  # noqa: E402
 from eventtime.core.trigger import ON_TIME  # noqa: E402
+from eventtime.harness.scenario import parse_scenario  # noqa: E402
 from property_tests.strategies import session_scenarios  # noqa: E402
 
 pytestmark = pytest.mark.spark

@@ -1,6 +1,6 @@
 """Feeding the Kafka example's pipeline scenario batch by scenario batch, for the tests.
 
-A scenario batch (eventtime/core/scenario.py: records with ``key``, ``ts``, ``value``,
+A scenario batch (eventtime/harness/scenario.py: records with ``key``, ``ts``, ``value``,
 ``partition``) is produced to the real Kafka partitions its records name, then the query of
 ``examples/kafka_job.py`` (``build_query``) runs with ``trigger={"availableNow": True}`` on
 one checkpoint until it ends: one data micro-batch per scenario batch (everything produced
@@ -20,7 +20,7 @@ from types import SimpleNamespace
 from typing import Optional
 
 import eventtime
-from eventtime.core.scenario import SCENARIO_AGGREGATIONS, Scenario, parse_scenario
+from eventtime.harness.scenario import SCENARIO_AGGREGATIONS, Scenario, parse_scenario
 
 ROOT = Path(__file__).parents[2]
 SCENARIO_SCHEMA = "rid BIGINT, key STRING, ts BIGINT, value BIGINT, _corrupt_record STRING"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from eventtime.core.scenario import diff_outputs, parse_scenario, run_reference
+from eventtime.harness.scenario import diff_outputs, parse_scenario, run_reference
 
 pytestmark = pytest.mark.spark
 

@@ -218,7 +218,7 @@ def test_installed_replay_on_spark_without_javac(installed, tmp_path):
     dev_out, dev_err = dev.communicate(timeout=600)
     assert dev.returncode == 0, dev_err[-4000:]
 
-    from eventtime.core.scenario import diff_outputs
+    from eventtime.harness.scenario import diff_outputs
 
     output = json.loads(got.stdout)
     assert diff_outputs(expected, output) is None, diff_outputs(expected, output)

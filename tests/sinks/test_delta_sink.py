@@ -431,7 +431,7 @@ def test_latest_panes_leaves_out_sessions_a_merged_session_replaced(tmp_path):
     """Transcript 15 through the results sink, batch by batch: after each batch latest_panes shows
     exactly the model's current sessions (a replaced session is gone)."""
     from eventtime.core.reference import ReferenceEngine
-    from eventtime.core.scenario import parse_scenario
+    from eventtime.harness.scenario import parse_scenario
 
     scenario = json.loads((Path(__file__).parents[1] / "transcripts" / "15_session_merge_of_fired_sessions.json").read_text())["scenario"]
     parsed = parse_scenario(scenario)

@@ -15,10 +15,10 @@ from typing import Any
 
 from pyspark.sql import types as T
 
-from eventtime.core.scenario import Scenario, parse_scenario
 from eventtime.core.timestamps import extract
 from eventtime.core.trigger import END_OF_INPUT_MS, next_watermark
 from eventtime.core.watermark import PartitionClocks
+from eventtime.harness.scenario import Scenario, parse_scenario
 from eventtime.spark.aggregate import CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, _agg_type, engine_spec, output_schema
 
 

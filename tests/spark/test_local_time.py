@@ -7,8 +7,8 @@ import datetime as dt
 import pytest
 
 import eventtime
-from eventtime.core.scenario import diff_outputs, parse_scenario, run_reference
 from eventtime.core.timestamps import parse_timestamp
+from eventtime.harness.scenario import diff_outputs, parse_scenario, run_reference
 from eventtime.spark.replay import run_scenario
 
 pytestmark = pytest.mark.spark

@@ -18,7 +18,7 @@ from jvm_harness import JvmReplay, run_jvm
 from transcripts import lists_merged_from, load_transcript, transcript_paths
 
 from eventtime import ReferenceEngine, count, first, last, max, mean, min, sum
-from eventtime.core.scenario import diff_outputs, parse_scenario, render_batch, run_reference
+from eventtime.harness.scenario import diff_outputs, parse_scenario, render_batch, run_reference
 from property_tests.strategies import every_kind_scenarios, flushed, partition_scenarios, scenarios
 
 pytestmark = pytest.mark.spark
@@ -223,7 +223,7 @@ def test_session_timers_read_only_the_keys_that_are_due_not_every_key(spark):
     and its previous session fires each time. Per batch the operator reads the state of the
     keys with rows or with a session due or expiring, not of every key of the bucket (a bucket
     holds about 2 000 / 32 keys), and nothing is left after the drain."""
-    from eventtime.core.scenario import Scenario
+    from eventtime.harness.scenario import Scenario
     from eventtime.core.config import EngineConfig
     from eventtime import Record, Session
 
@@ -255,7 +255,7 @@ def test_a_batch_that_moves_w_reads_each_key_with_rows_once(spark):
 
     from eventtime import Record, Tumbling
     from eventtime.core.config import EngineConfig
-    from eventtime.core.scenario import Scenario
+    from eventtime.harness.scenario import Scenario
     from eventtime.core.watermark import WatermarkPolicy
 
     config = EngineConfig(Tumbling(1000), (count(),), allowed_lateness_ms=10_000, min_valid_ms=1,

@@ -16,8 +16,8 @@ from transcripts import TRANSCRIPT_DIR, lists_merged_from, load_transcript, tran
 import eventtime
 from codegen_modes import CODEGEN_MODES, codegen_mode
 from streams import drain, write_json_lines
-from eventtime.core.scenario import diff_outputs, parse_scenario, run_reference
 from eventtime.core.timestamps import extract
+from eventtime.harness.scenario import diff_outputs, parse_scenario, run_reference
 from eventtime.spark.replay import run_scenario
 from property_tests.strategies import calendar_scenarios, partition_scenarios, scenarios, session_scenarios
 

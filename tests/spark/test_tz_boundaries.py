@@ -14,8 +14,8 @@ import datetime as dt
 import pytest
 
 import eventtime
-from eventtime.core.scenario import ScenarioError
 from eventtime.core.timestamps import parse_timestamp
+from eventtime.harness.scenario import ScenarioError
 from eventtime.spark.replay import run_scenario
 
 pytestmark = pytest.mark.spark

@@ -66,7 +66,7 @@ ARROW_SCHEMA = pa.schema([(name, _arrow_type(ddl)) for name, ddl in TYPED_COLUMN
 
 
 def config_of(sc: dict) -> EngineConfig:
-    from eventtime.core.scenario import _window  # the replay contract's window objects
+    from eventtime.harness.scenario import _window  # the replay contract's window objects
 
     window = _window(sc["window"])
     return EngineConfig(

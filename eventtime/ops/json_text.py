@@ -1,8 +1,10 @@
 """Exact JSON text of a row's values (the late table's ``payload`` and ``key`` columns).
 
-Pure Python. ``json.dumps`` alone would turn a ``Decimal`` into a quoted string (or a float)
-and has no rule for dates and timestamps; this renders every value a Spark column can hold
-without a float round trip:
+One value or row in plain Python; a whole batch a column at a time over pyarrow arrays
+(numpy, pandas and pyarrow imported when met), so the sinks and ``spark/batch_tables.py``
+share one set of rules. ``json.dumps`` alone would turn a ``Decimal`` into a quoted string
+(or a float) and has no rule for dates and timestamps; this renders every value a Spark
+column can hold without a float round trip:
 
 * integers of any width as JSON integers, ``Decimal`` as a JSON number with its scale;
 * finite floats with Python's shortest repr, NaN / Infinity as the strings Spark writes;

@@ -11,7 +11,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventtime.core._json import key_json, keys_json, keys_json_array, row_json, rows_json
+from eventtime.ops.json_text import key_json, keys_json, keys_json_array, row_json, rows_json
 
 UTC = dt.timezone.utc
 SETTINGS = settings(max_examples=200, derandomize=True, deadline=None)

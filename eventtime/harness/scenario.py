@@ -11,12 +11,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from . import aggregations as agg
-from ._duration import event_zone
-from .config import EngineConfig
-from .reference import BatchResult, Pane, Record, ReferenceEngine
-from .watermark import WatermarkPolicy
-from .window import Calendar, Session, Sliding, Tumbling, WindowAssigner
+from ..core import aggregations as agg
+from ..core._duration import event_zone
+from ..core.config import EngineConfig
+from ..core.reference import BatchResult, Pane, Record, ReferenceEngine
+from ..core.watermark import WatermarkPolicy
+from ..core.window import Calendar, Session, Sliding, Tumbling, WindowAssigner
 
 __all__ = ["Scenario", "load_scenario", "parse_scenario", "render_batch", "run_reference", "normalise_output"]
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from eventtime import Sliding, Tumbling
-from eventtime.core.conservation import ConservationError, assert_conservation, conservation
+from eventtime.harness.conservation import ConservationError, assert_conservation, conservation
 
 
 def panes(rows):

@@ -1,5 +1,5 @@
-"""The ``key`` text is rendered once (eventtime.core._json.key_json) for both tables: byte for byte
-the same in the results table (DeltaResultsSink) and the late-data table (Router.split)."""
+"""The ``key`` text is rendered once (eventtime.ops.json_text.key_json) for both tables: byte
+for byte the same in the results table (DeltaResultsSink) and the late-data table (Router.split)."""
 
 from __future__ import annotations
 
@@ -74,6 +74,6 @@ def test_results_and_late_tables_carry_the_same_key_text_byte_for_byte(tmp_path)
 
 
 def test_non_ascii_keys_are_raw_utf8_like_spark_to_json():
-    from eventtime.core._json import key_json
+    from eventtime.ops.json_text import key_json
 
     assert key_json(["user"], ["ü-😀"]) == '{"user":"ü-😀"}'

@@ -13,9 +13,9 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from .kinds import INVALID_RECORD, LATE_RECORD
-from .trigger import DISCARDING, FINAL_ONLY
-from .window import Tumbling, WindowAssigner
+from ..core.kinds import INVALID_RECORD, LATE_RECORD
+from ..core.trigger import DISCARDING, FINAL_ONLY
+from ..core.window import Tumbling, WindowAssigner
 
 __all__ = ["ConservationReport", "ConservationError", "conservation", "assert_conservation"]
 

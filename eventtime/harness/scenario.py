@@ -16,7 +16,7 @@ from ..core._duration import event_zone
 from ..core.config import EngineConfig
 from ..core.reference import BatchResult, Pane, Record, ReferenceEngine
 from ..core.watermark import WatermarkPolicy
-from ..core.window import Calendar, Session, Sliding, Tumbling, WindowAssigner
+from ..core.window import WindowAssigner
 
 __all__ = ["Scenario", "load_scenario", "parse_scenario", "render_batch", "run_reference", "normalise_output"]
 
@@ -34,14 +34,7 @@ _TOP_FIELDS = {
     "batch_interval_ms",
     "batches",
 }
-_WATERMARK_FIELDS = {"mode", "idle_timeout_ms"}
 _RECORD_FIELDS = {"key", "ts", "value", "heartbeat", "partition"}
-_WINDOW_FIELDS = {
-    "tumbling": {"type", "size_ms", "offset_ms"},
-    "sliding": {"type", "size_ms", "slide_ms", "offset_ms"},
-    "calendar": {"type", "unit", "tz", "week_start"},
-    "session": {"type", "gap_ms"},
-}
 SCENARIO_AGGREGATIONS = (agg.count("count"), agg.sum("value", name="sum"))
 
 
@@ -75,49 +68,18 @@ def _check_fields(obj: Any, allowed: set, where: str) -> None:
 
 
 def _window(spec: Any) -> WindowAssigner:
-    if not isinstance(spec, dict) or spec.get("type") not in _WINDOW_FIELDS:
-        raise ScenarioError(f"window.type must be one of {sorted(_WINDOW_FIELDS)}, got {spec!r}")
-    _check_fields(spec, _WINDOW_FIELDS[spec["type"]], "window")
-    if spec["type"] == "session":
-        if "gap_ms" not in spec:
-            raise ScenarioError("window.gap_ms is required for a session window")
-        if isinstance(spec["gap_ms"], bool) or not isinstance(spec["gap_ms"], int):
-            raise ScenarioError(f"window.gap_ms must be an integer number of milliseconds, got {spec['gap_ms']!r}")
-        try:
-            return Session(spec["gap_ms"])
-        except ValueError as exc:
-            raise ScenarioError(f"window: {exc}") from None
-    if spec["type"] == "calendar":
-        for required in ("unit", "tz"):
-            if required not in spec:
-                raise ScenarioError(f"window.{required} is required for a calendar window")
-        try:
-            return Calendar(spec["unit"], tz=spec["tz"], week_start=spec.get("week_start", "monday"))
-        except (TypeError, ValueError) as exc:
-            raise ScenarioError(f"window: {exc}") from None
-    if "size_ms" not in spec:
-        raise ScenarioError("window.size_ms is required")
+    """The scenario's window, read as every spec's window is (``WindowAssigner.from_dict``)."""
     try:
-        if spec["type"] == "tumbling":
-            return Tumbling(spec["size_ms"], offset=spec.get("offset_ms", 0))
-        if "slide_ms" not in spec:
-            raise ScenarioError("window.slide_ms is required for a sliding window")
-        return Sliding(spec["size_ms"], spec["slide_ms"], offset=spec.get("offset_ms", 0))
+        return WindowAssigner.from_dict(spec)
     except (TypeError, ValueError) as exc:
-        raise ScenarioError(f"window: {exc}") from None
+        raise ScenarioError(str(exc) if str(exc).startswith("window") else f"window: {exc}") from None
 
 
 def _watermark(spec: Any) -> WatermarkPolicy:
-    if spec is None:
-        return WatermarkPolicy()
-    _check_fields(spec, _WATERMARK_FIELDS, "watermark")
-    idle = spec.get("idle_timeout_ms")
-    if idle is not None and (isinstance(idle, bool) or not isinstance(idle, int)):
-        raise ScenarioError(f"watermark.idle_timeout_ms must be an integer number of milliseconds, got {idle!r}")
     try:
-        return WatermarkPolicy(spec.get("mode", "global"), idle_timeout_ms=idle)
+        return WatermarkPolicy.from_dict(spec)
     except (TypeError, ValueError) as exc:
-        raise ScenarioError(f"watermark: {exc}") from None
+        raise ScenarioError(str(exc) if str(exc).startswith("watermark.") else f"watermark: {exc}") from None
 
 
 def parse_scenario(data: Any) -> Scenario:

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..ops.paths import local_path as _local_table_path
+from ..ops.paths import local_path
 
 __all__ = ["snapshot_dataset", "latest_panes", "compact", "check_table_columns"]
 
@@ -251,7 +251,7 @@ def _check_writable(path: str, sink: str) -> None:
     """
     import tempfile
 
-    local = _local_table_path(path)
+    local = local_path(path)
     if local is None:
         return
     existing = local
@@ -300,7 +300,7 @@ def _check_name(name: str, value: object) -> str:
 
 
 def _same_table(a: str, b: str) -> bool:
-    la, lb = _local_table_path(a), _local_table_path(b)
+    la, lb = local_path(a), local_path(b)
     if la is not None and lb is not None:
         return os.path.realpath(la) == os.path.realpath(lb)
     return a.rstrip("/") == b.rstrip("/")

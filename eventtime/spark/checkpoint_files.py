@@ -1,6 +1,5 @@
-"""What the driver reads from a streaming query's checkpoint: its local path (``local_path``,
-the one rule of :mod:`eventtime.ops.paths`, shared with the sinks' tables), the query id in
-``metadata``, and a batch's line of the offset log (``batchWatermarkMs``,
+"""What the driver reads from a streaming query's checkpoint (at its local path,
+:func:`eventtime.ops.paths.local_path`): the query id in ``metadata``, and a batch's line of the offset log (``batchWatermarkMs``,
 ``batchTimestampMs``), which Spark writes before it runs the batch."""
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from typing import Optional
 
 from ..ops.paths import local_path
 
-__all__ = ["local_path", "checkpoint_query_id", "batch_offsets"]
+__all__ = ["checkpoint_query_id", "batch_offsets"]
 
 
 def checkpoint_query_id(checkpoint: str) -> Optional[str]:

@@ -25,14 +25,15 @@ from typing import Any, Callable, Optional
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..core.kinds import INVALID_RECORD, LATE_RECORD, PANE
 from ..core.config import EngineConfig
+from ..core.kinds import INVALID_RECORD, LATE_RECORD, PANE
 from ..core.watermark import running_max_ms
 from ..ops.faults import fault_point
 from ..ops.monitor import progress_line
+from ..ops.paths import local_path
 from .aggregate import _META, MERGED_FROM, STATE_FORMAT, WATERMARK_PROPERTY
 from .batch_tables import OPERATOR, BatchCounter, collect, collector, delay_table, split
-from .checkpoint_files import batch_offsets, checkpoint_query_id, local_path
+from .checkpoint_files import batch_offsets, checkpoint_query_id
 from .connect import require_classic
 from .errors import FailureWatch, RunningQuery
 from .sink_checks import accepts_keyword, check_no_orphaned_tables, check_route_arguments, rejected_rows

@@ -38,7 +38,7 @@ def _kafka_ready() -> str | None:
         import pyspark
 
         from eventtime.sources import broker_jars
-        from eventtime.spark.connectors import ConnectorUnavailableError, connector_jars
+        from eventtime.spark.connectors import connector_jars
 
         broker_jars()
         if connector_jars("kafka", pyspark.__version__) is None:

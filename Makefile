@@ -1,4 +1,5 @@
-# Two commands on a fresh machine: `make demo` runs the main job, `make test` runs the tests.
+# Two commands on a fresh machine: `make demo` runs the main job, `make check` runs every test
+# (what CI runs); `make test` is the shorter suite a developer runs between changes.
 # Both install first, from this repository's files only:
 #   .venv            pyspark 4.3 (constraints/spark-4.3.txt): the demo and the full suite
 #   .venv-spark4.2   pyspark 4.2 (constraints/spark-4.2.txt): Kafka and Delta on Spark, whose
@@ -14,7 +15,7 @@ DEMO_DIR ?= demo-output
 BENCH_ARGS ?= --rows 500000
 JAVA_SOURCES := $(wildcard eventtime/spark/engine/src/eventtime/jvm/*.java eventtime/spark/engine/spark-*/eventtime/jvm/*.java) eventtime/contract.json
 
-.PHONY: demo demo-kafka test test-fast test-spark test-integration install jars wheel bench clean
+.PHONY: demo demo-kafka test check test-fast test-spark test-integration install jars wheel bench clean
 
 $(VENV)/.installed: pyproject.toml constraints/spark-4.3.txt $(JAVA_SOURCES)
 	bash scripts/ensure-java.sh
@@ -65,12 +66,20 @@ wheel: $(VENV)/.installed $(VENV42)/.installed
 	EVENTTIME_SPARK_JARS="$$($(PY) -c 'import pyspark,os;print(os.path.dirname(pyspark.__file__)+"/jars")'):$$($(PY42) -c 'import pyspark,os;print(os.path.dirname(pyspark.__file__)+"/jars")')" \
 		$(PY) -m build --wheel --no-isolation --outdir dist .
 
-# All tests: the full suite on pyspark 4.3 in two processes (one per core, whole files each;
-# tests/conftest.py hands out the longest first), then on pyspark 4.2 the real components
-# (tests/integration: Kafka, delta-spark, a standalone cluster, the wheel) and the engine's
-# transcripts. Both runs always run; the target fails when either fails.
-test: $(VENV)/.installed $(VENV42)/.installed
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q -n 2 --dist loadfile --no-loadscope-reorder --ignore=tests/integration; \
+# The tests a developer runs between changes (about 5 minutes): the whole suite on pyspark 4.3 in
+# two processes (one per core, whole files each; tests/conftest.py hands out the longest first),
+# the crash / restart tests with their real killed processes included, without the tests marked
+# `component` (real Flink, a Spark Connect server, local-cluster executors, the 40-process exit
+# soak) and without tests/integration.
+PYTEST43 := PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q -n 2 --dist loadfile --no-loadscope-reorder --ignore=tests/integration
+test: $(VENV)/.installed
+	$(PYTEST43) -m "not component"
+
+# Every test, what CI runs: the pyspark 4.3 suite with the component tests, then on pyspark 4.2
+# the real components (tests/integration: Kafka, delta-spark, a standalone cluster, the wheel)
+# and the engine's transcripts. Both runs always run; the target fails when either fails.
+check: $(VENV)/.installed $(VENV42)/.installed
+	$(PYTEST43); \
 	first=$$?; \
 	$(MAKE) --no-print-directory test-integration; \
 	second=$$?; \
@@ -80,13 +89,13 @@ test-integration: $(VENV42)/.installed
 	PYSPARK_PYTHON=$(abspath $(PY42)) $(PY42) -m pytest -p no:cacheprovider -q tests/integration \
 		"tests/spark/test_spark_engine.py::test_spark_matches_transcript"
 
-# The pure core and unit tests only (no Spark engine run), for use between changes; CI runs `make test`.
+# The pure core and unit tests only (no Spark engine run), in two processes, for use between edits.
 test-fast: $(VENV)/.installed
-	$(PY) -m pytest -p no:cacheprovider -q --ignore=tests/spark --ignore=tests/integration -m "not spark"
+	$(PY) -m pytest -p no:cacheprovider -q -n 2 --ignore=tests/spark --ignore=tests/integration -m "not spark and not component"
 
 # The Spark engine tests alone (real queries, crash / restart, local-cluster), in two processes.
 test-spark: $(VENV)/.installed
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q -n 2 --dist loadfile --no-loadscope-reorder -m spark --ignore=tests/integration
+	$(PYTEST43) -m spark
 
 clean:
 	rm -rf $(VENV) $(VENV42) $(DEMO_DIR) demo-kafka example-output .pytest_cache .hypothesis .flink dist build

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from flink_harness import flink_available, run_flink, run_flink_many
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.component]
 
 END_WATERMARK = 2**63 - 1
 

@@ -31,7 +31,7 @@ from eventtime.core.trigger import ON_TIME  # noqa: E402
 from eventtime.harness.scenario import parse_scenario  # noqa: E402
 from property_tests.strategies import session_scenarios  # noqa: E402
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.component]
 
 
 def _generated(n: int) -> list[dict]:

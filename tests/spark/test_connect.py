@@ -177,6 +177,7 @@ WHAT_TO_DO = ("spark-submit --jars", "spark.api.mode', 'classic'", "eventtime.en
 
 
 @pytest.mark.spark
+@pytest.mark.component
 def test_with_event_time_on_a_static_connect_dataframe_works(server):
     result = run_client(server, """
         df = spark.createDataFrame([(1, 1_700_000_000_000), (2, None), (3, 5)], "user_id int, ts long")
@@ -201,6 +202,7 @@ def test_with_event_time_on_a_static_connect_dataframe_works(server):
 
 
 @pytest.mark.spark
+@pytest.mark.component
 def test_window_aggregate_refuses_a_connect_dataframe_before_anything_runs(server):
     result = run_client(server, """
         df = spark.range(2).selectExpr("1 AS user_id", "1700000000000 + id * 30000 AS ts")  # a job to collect
@@ -237,6 +239,7 @@ def test_window_aggregate_refuses_a_connect_dataframe_before_anything_runs(serve
 
 
 @pytest.mark.spark
+@pytest.mark.component
 def test_with_event_time_refuses_a_streaming_connect_dataframe(server):
     result = run_client(server, """
         stream = spark.readStream.format("rate").option("rowsPerSecond", 1).load()

@@ -302,6 +302,7 @@ def test_route_contract_multiple_keys_tz_sliding_and_stats(spark, tmp_path):
     assert set(metrics) >= {"panes", "late", "invalid", "rows_in", "watermark_ms"}
 
 
+@pytest.mark.component
 def test_local_cluster(tmp_path):
     """The engine on local-cluster[2,1,1024] (separate executor JVMs and Python workers): a
     fixed-window transcript and a session one (sessions and their due index in the executors'

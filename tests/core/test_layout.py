@@ -126,9 +126,8 @@ LIMIT = 400
 BUDGET = {
     "eventtime/sinks/delta_write.py": (406, "the exactly-once write through either writer (delta-rs, delta-spark), "
                                             "with the table checks made before the query starts"),
-    "eventtime/spark/aggregate.py": (415, "window_aggregate's checks of every parameter and column type, then one spec"),
-    "eventtime/spark/router.py": (420, "one Router's state over its query's life: sinks, checkpoint, batch watermark"),
-    "eventtime/query/late.py": (445, "the pyarrow and Spark readers, the summary and the filters share LateFilter"),
+    "eventtime/spark/router.py": (415, "one Router's state over its query's life: sinks, checkpoint, batch watermark"),
+    "eventtime/query/late.py": (440, "the pyarrow and Spark readers, the summary and the filters share LateFilter"),
 }
 
 

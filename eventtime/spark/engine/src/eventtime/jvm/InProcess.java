@@ -290,4 +290,34 @@ public final class InProcess {
     }
     return new long[] {mismatched, written};
   }
+
+  /**
+   * Each of {@code sqls} (Spark SQL aggregate expressions) over the rows of {@code df}, run as the
+   * engine runs a {@link SqlAggregate}: the rows dealt at random (by {@code seed}) into
+   * {@code parts} buffers, each written to bytes and read back, merged in a random order, and
+   * evaluated: one row, one column per expression.
+   */
+  public static org.apache.spark.sql.Dataset<Row> sqlAggregates(
+      org.apache.spark.sql.Dataset<Row> df, List<String> sqls, int seed, int parts) {
+    org.apache.spark.sql.catalyst.InternalRow[] rows = (org.apache.spark.sql.catalyst.InternalRow[])
+        df.queryExecution().executedPlan().executeCollect();
+    java.util.Random random = new java.util.Random(seed);
+    Object[] out = new Object[sqls.size()];
+    StructType type = new StructType();
+    for (int a = 0; a < sqls.size(); a++) {
+      SqlAggregate agg = SqlAggregate.of(sqls.get(a), df.schema());
+      List<org.apache.spark.sql.catalyst.InternalRow> buffers = new ArrayList<>();
+      for (int p = 0; p < parts; p++) buffers.add(agg.create());
+      for (org.apache.spark.sql.catalyst.InternalRow row : rows) agg.update(buffers.get(random.nextInt(parts)), row);
+      java.util.Collections.shuffle(buffers, random);
+      org.apache.spark.sql.catalyst.InternalRow total = agg.read(agg.write(buffers.get(0)));
+      for (int p = 1; p < parts; p++) {
+        org.apache.spark.sql.catalyst.InternalRow part = buffers.get(p);
+        agg.merge(total, random.nextBoolean() ? part : agg.read(agg.write(part)));
+      }
+      out[a] = org.apache.spark.sql.catalyst.CatalystTypeConverters.convertToScala(agg.eval(total), agg.resultType);
+      type = type.add("a" + a, agg.resultType, true);
+    }
+    return df.sparkSession().createDataFrame(List.of(RowFactory.create(out)), type);
+  }
 }

@@ -1,0 +1,268 @@
+package eventtime.jvm;
+
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Alias;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.BindReferences;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.InterpretedMutableProjection;
+import org.apache.spark.sql.catalyst.expressions.JoinedRow;
+import org.apache.spark.sql.catalyst.expressions.MutableProjection;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+import org.apache.spark.sql.catalyst.expressions.Size;
+import org.apache.spark.sql.catalyst.expressions.SpecificInternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression;
+import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateFunction;
+import org.apache.spark.sql.catalyst.expressions.aggregate.CollectSet;
+import org.apache.spark.sql.catalyst.expressions.aggregate.Count;
+import org.apache.spark.sql.catalyst.expressions.aggregate.DeclarativeAggregate;
+import org.apache.spark.sql.catalyst.expressions.aggregate.ImperativeAggregate;
+import org.apache.spark.sql.catalyst.expressions.aggregate.NoOp$;
+import org.apache.spark.sql.catalyst.expressions.aggregate.TypedImperativeAggregate;
+import org.apache.spark.sql.catalyst.plans.logical.Aggregate;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.Project;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * One Spark SQL aggregate function over the user's record, run by Spark's own implementation of
+ * it, as Spark's {@code AggregatingAccumulator} runs one: its buffer is created, updated with a
+ * record, merged with another buffer, evaluated, and written to bytes and read back. Declarative
+ * functions ({@code sum}, {@code stddev}, {@code max_by}, ...) through their initial, update,
+ * merge and evaluate expressions; imperative ones ({@code approx_count_distinct}) and typed
+ * imperative ones ({@code percentile_approx}, {@code collect_set}, a registered
+ * {@code Aggregator}) through their methods. {@code count(DISTINCT x)} is exact:
+ * {@code size(collect_set(x))}. A {@code FILTER (WHERE ...)} clause is applied on update.
+ */
+public final class SqlAggregate implements java.io.Serializable {
+  private static final long serialVersionUID = 1L;
+
+  /** The SQL text it was made from, and its result type. */
+  public final String sql;
+  public final DataType resultType;
+  /** The buffer as it is written (a typed imperative function's object as its bytes). */
+  final StructType bufferType;
+  private final Expression[] initial, update, merge;
+  private final Expression result, filter;
+  private final ImperativeAggregate imperative;
+  private final boolean typed;
+  /** What the function reads, from the record, when it is not the record itself (else null). */
+  private final Expression[] project;
+  private final StructType projectType;
+
+  private transient MutableProjection initialProjection, updateProjection, mergeProjection, inputProjection;
+  private transient InternalRow input;
+  private transient UnsafeProjection writer;
+  private transient JoinedRow joined;
+
+  /**
+   * The aggregate of {@code sql} (one aggregate expression, e.g. {@code percentile_approx(ms,
+   * 0.95)}) over rows of {@code recordType}, resolved by the active session's analyzer.
+   */
+  public static SqlAggregate of(String sql, StructType recordType) {
+    SparkSession spark = SparkSession.active();
+    LogicalPlan analyzed = spark.createDataFrame(new ArrayList<org.apache.spark.sql.Row>(), recordType)
+        .agg(org.apache.spark.sql.functions.expr(sql)).queryExecution().analyzed();
+    // functions Spark writes as others at optimization (count_if, bool_and, ...: RuntimeReplaceable)
+    analyzed = org.apache.spark.sql.catalyst.optimizer.ReplaceExpressions$.MODULE$.apply(analyzed);
+    // ...and the expressions they share (With) computed once per record, in a projection below
+    analyzed = org.apache.spark.sql.catalyst.optimizer.RewriteWithExpression$.MODULE$.apply(analyzed);
+    if (analyzed instanceof Project && ((Project) analyzed).child() instanceof Aggregate
+        && isRename(((Project) analyzed).projectList())) {
+      analyzed = ((Project) analyzed).child();  // the aggregate's result, renamed
+    }
+    if (!(analyzed instanceof Aggregate)) {
+      throw new IllegalArgumentException("not one aggregate expression: " + sql);
+    }
+    Aggregate aggregate = (Aggregate) analyzed;
+    Expression body = (Expression) (Object) aggregate.aggregateExpressions().head();
+    if (body instanceof Alias) body = ((Alias) body).child();
+    if (!(body instanceof AggregateExpression)) {
+      throw new IllegalArgumentException("not an aggregate function call (" + body.prettyName() + "): " + sql);
+    }
+    LogicalPlan child = aggregate.child();
+    Expression[] project = null;
+    if (child instanceof Project) {
+      List<Attribute> record = CollectionConverters.asJava(((Project) child).child().output());
+      List<Expression> list = new ArrayList<>();
+      for (NamedExpression e : CollectionConverters.asJava(((Project) child).projectList())) list.add((Expression) (Object) e);
+      project = bind(list, record);
+    }
+    return new SqlAggregate(sql, (AggregateExpression) body, child.output(), project);
+  }
+
+  private static boolean isRename(scala.collection.immutable.Seq<NamedExpression> list) {
+    if (list.size() != 1) return false;
+    Expression e = (Expression) (Object) list.head();
+    if (e instanceof Alias) e = ((Alias) e).child();
+    return e instanceof org.apache.spark.sql.catalyst.expressions.AttributeReference;
+  }
+
+  SqlAggregate(String sql, AggregateExpression aggregate, scala.collection.immutable.Seq<Attribute> input,
+      Expression[] project) {
+    this.sql = sql;
+    this.project = project;
+    if (project != null) {
+      StructType in = new StructType();
+      for (Attribute a : CollectionConverters.asJava(input)) in = in.add(a.name(), a.dataType(), true);
+      projectType = in;
+    } else {
+      projectType = null;
+    }
+    List<Attribute> inputList = CollectionConverters.asJava(input);
+    AggregateFunction fn = aggregate.aggregateFunction();
+    Expression eval = null;
+    if (aggregate.isDistinct()) {
+      if (!(fn instanceof Count) || fn.children().size() != 1) {
+        throw new IllegalArgumentException("DISTINCT is supported in count(DISTINCT x) of one column: " + sql);
+      }
+      fn = new CollectSet(fn.children().head());
+    }
+    filter = aggregate.filter().isDefined()
+        ? bind(aggregate.filter().get(), inputList) : null;
+    List<Attribute> buffer = new ArrayList<>();
+    List<Attribute> inputBuffer = new ArrayList<>();
+    if (fn instanceof DeclarativeAggregate) {
+      DeclarativeAggregate d = (DeclarativeAggregate) fn;
+      buffer.addAll(CollectionConverters.asJava(d.aggBufferAttributes()));
+      inputBuffer.addAll(CollectionConverters.asJava(d.inputAggBufferAttributes()));
+      List<Attribute> updateInput = new ArrayList<>(buffer);
+      updateInput.addAll(CollectionConverters.asJava(input));
+      List<Attribute> mergeInput = new ArrayList<>(buffer);
+      mergeInput.addAll(inputBuffer);
+      initial = CollectionConverters.asJava(d.initialValues()).toArray(new Expression[0]);
+      update = bind(CollectionConverters.asJava(d.updateExpressions()), updateInput);
+      merge = bind(CollectionConverters.asJava(d.mergeExpressions()), mergeInput);
+      eval = d.evaluateExpression();
+      imperative = null;
+      typed = false;
+    } else {
+      ImperativeAggregate i = (ImperativeAggregate) bind(
+          ((ImperativeAggregate) fn).withNewMutableAggBufferOffset(0).withNewInputAggBufferOffset(0), inputList);
+      buffer.addAll(CollectionConverters.asJava(i.aggBufferAttributes()));
+      int n = buffer.size();
+      initial = update = merge = noOps(n);
+      imperative = i;
+      typed = i instanceof TypedImperativeAggregate;
+      eval = i;
+    }
+    if (aggregate.isDistinct()) eval = new Size(eval, false);
+    StructType type = new StructType();
+    for (Attribute a : buffer) type = type.add(a.name(), a.dataType(), true);
+    bufferType = type;
+    result = bind(eval, buffer);
+    resultType = result.dataType();
+  }
+
+  private static Expression[] noOps(int n) {
+    Expression[] out = new Expression[n];
+    java.util.Arrays.fill(out, NoOp$.MODULE$);
+    return out;
+  }
+
+  private static Expression[] bind(List<Expression> exprs, List<Attribute> input) {
+    Expression[] out = new Expression[exprs.size()];
+    for (int i = 0; i < out.length; i++) out[i] = bind(exprs.get(i), input);
+    return out;
+  }
+
+  /**
+   * {@code BindReferences.bindReference(e, input)}: its {@code AttributeSeq} is a class of the
+   * Scala package object {@code expressions}, which Java cannot name, so it is reached by name.
+   */
+  private static Expression bind(Expression e, List<Attribute> input) {
+    try {
+      Class<?> seqClass = Class.forName("org.apache.spark.sql.catalyst.expressions.package$AttributeSeq");
+      Object seq = seqClass.getConstructor(scala.collection.immutable.Seq.class)
+          .newInstance(CollectionConverters.asScala(input).toList());
+      return (Expression) BindReferences.class
+          .getMethod("bindReference", Expression.class, seqClass, boolean.class)
+          .invoke(null, e, seq, false);
+    } catch (ReflectiveOperationException ex) {
+      Throwable cause = ex.getCause() != null ? ex.getCause() : ex;
+      if (cause instanceof RuntimeException) throw (RuntimeException) cause;
+      throw new IllegalStateException(cause);
+    }
+  }
+
+  private static MutableProjection projection(Expression[] exprs) {
+    return InterpretedMutableProjection.createProjection(CollectionConverters.asScala(List.of(exprs)).toSeq());
+  }
+
+  private void ready() {
+    if (joined != null) return;
+    initialProjection = projection(initial);
+    updateProjection = projection(update);
+    mergeProjection = projection(merge);
+    writer = UnsafeProjection.create(bufferType);
+    if (project != null) {
+      input = new SpecificInternalRow(projectType);
+      inputProjection = projection(project).target(input);
+    }
+    joined = new JoinedRow();
+  }
+
+  /** A new, empty buffer. */
+  public InternalRow create() {
+    ready();
+    SpecificInternalRow buffer = new SpecificInternalRow(bufferType);
+    initialProjection.target(buffer).apply(InternalRow.empty());
+    if (imperative != null) imperative.initialize(buffer);
+    return buffer;
+  }
+
+  /** Adds one record (the user's row, in Spark's internal form). */
+  public void update(InternalRow buffer, InternalRow record) {
+    ready();
+    if (project != null) record = inputProjection.apply(record);
+    if (filter != null) {
+      Object keep = filter.eval(record);
+      if (keep == null || !((Boolean) keep)) return;
+    }
+    if (imperative != null) imperative.update(buffer, record);
+    else updateProjection.target(buffer).apply(joined.apply(buffer, record));
+  }
+
+  /** Merges {@code other} (a buffer of this aggregate, not written) into {@code buffer}. */
+  public void merge(InternalRow buffer, InternalRow other) {
+    ready();
+    if (typed) ((TypedImperativeAggregate<?>) imperative).mergeBuffersObjects(buffer, other);
+    else if (imperative != null) imperative.merge(buffer, other);
+    else mergeProjection.target(buffer).apply(joined.apply(buffer, other));
+  }
+
+  /** The aggregate's value over the buffer, in Spark's internal form. */
+  public Object eval(InternalRow buffer) {
+    ready();
+    return result.eval(buffer);
+  }
+
+  /** The buffer's bytes (the buffer itself is left as it was). */
+  public byte[] write(InternalRow buffer) {
+    ready();
+    InternalRow row = buffer;
+    if (typed) {
+      row = buffer.copy();
+      ((TypedImperativeAggregate<?>) imperative).serializeAggregateBufferInPlace(row);
+    }
+    return writer.apply(row).getBytes();
+  }
+
+  /** A buffer read back from {@link #write}'s bytes. */
+  public InternalRow read(byte[] bytes) {
+    ready();
+    UnsafeRow written = new UnsafeRow(bufferType.size());
+    written.pointTo(bytes, bytes.length);
+    InternalRow buffer = create();
+    if (imperative != null) imperative.merge(buffer, written);  // a typed one deserializes the input
+    else mergeProjection.target(buffer).apply(joined.apply(buffer, written));
+    return buffer;
+  }
+}

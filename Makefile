@@ -69,8 +69,8 @@ wheel: $(VENV)/.installed $(VENV42)/.installed
 # The tests a developer runs between changes (about 5 minutes): the whole suite on pyspark 4.3 in
 # two processes (one per core, whole files each; tests/conftest.py hands out the longest first),
 # the crash / restart tests with their real killed processes included, without the tests marked
-# `component` (real Flink, a Spark Connect server, local-cluster executors, the 40-process exit
-# soak) and without tests/integration.
+# `component` (real Flink, a Spark Connect server, local-cluster executors, the PostgreSQL job
+# killed mid-commit, the 40-process exit soak) and without tests/integration.
 PYTEST43 := PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q -n 2 --dist loadfile --no-loadscope-reorder --ignore=tests/integration
 test: $(VENV)/.installed
 	$(PYTEST43) -m "not component"

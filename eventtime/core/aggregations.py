@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ._spec import spec_fields
-from .kinds import BUILTIN_AGGREGATIONS, COUNT, FIRST, LAST, MAX, MEAN, MIN, SUM, UDAF
+from .kinds import BUILTIN_AGGREGATIONS, COUNT, FIRST, LAST, MAX, MEAN, MIN, SQL_AGGREGATE, SUM, UDAF
 
-__all__ = ["Aggregation", "count", "sum", "min", "max", "mean", "first", "last", "aggregate", "mean_of"]
+__all__ = ["Aggregation", "count", "sum", "min", "max", "mean", "first", "last", "aggregate", "agg", "mean_of"]
 
 
 def _is_null(value: Any) -> bool:
@@ -59,8 +59,9 @@ def _check_name(value: object, parameter: str) -> None:
 class Aggregation:
     """One aggregation: output column ``name`` computed from input ``column``.
 
-    ``kind`` is one of ``count``, ``sum``, ``min``, ``max``, ``mean``, ``first``, ``last``
-    or ``udaf``. Use the factories (:func:`count`, :func:`sum`, …, :func:`aggregate`).
+    ``kind`` is one of ``count``, ``sum``, ``min``, ``max``, ``mean``, ``first``, ``last``,
+    ``udaf`` or ``sql``. Use the factories (:func:`count`, :func:`sum`, …, :func:`aggregate`,
+    :func:`agg`).
 
     >>> agg = sum("amount")
     >>> acc = agg.add(agg.add(agg.create(), 2, 1000), 3, 2000)
@@ -75,13 +76,22 @@ class Aggregation:
     _add: Optional[Callable[[Any, Any], Any]] = field(default=None, repr=False, compare=False)
     _merge: Optional[Callable[[Any, Any], Any]] = field(default=None, repr=False, compare=False)
     _result: Optional[Callable[[Any], Any]] = field(default=None, repr=False, compare=False)
+    #: The Spark SQL aggregate expression of a ``sql`` aggregation (:func:`agg`).
+    expression: Optional[str] = None
 
     def __post_init__(self) -> None:
         _check_name(self.kind, "kind")
-        if self.kind not in BUILTIN_AGGREGATIONS + (UDAF,):
-            raise ValueError(f"kind must be one of {BUILTIN_AGGREGATIONS + (UDAF,)}, got {self.kind!r}")
+        kinds = BUILTIN_AGGREGATIONS + (UDAF, SQL_AGGREGATE)
+        if self.kind not in kinds:
+            raise ValueError(f"kind must be one of {kinds}, got {self.kind!r}")
         _check_name(self.name, "name")
-        if self.kind != COUNT:
+        if self.kind == SQL_AGGREGATE:
+            _check_name(self.expression, "expression")
+            if self.column is not None:
+                raise ValueError(f"a Spark SQL aggregation reads the columns its expression names, not column={self.column!r}")
+        elif self.expression is not None:
+            raise ValueError(f"expression is for Spark SQL aggregations (eventtime.agg), not kind {self.kind!r}")
+        elif self.kind != COUNT:
             _check_name(self.column, "column")
         if self.kind == UDAF:
             for part in ("_create", "_add", "_merge", "_result"):
@@ -97,6 +107,8 @@ class Aggregation:
         if self.kind == UDAF:
             raise ValueError(f"aggregation {self.name!r} is user-defined (eventtime.aggregate): it has no spec, "
                              f"its functions run in Python only")
+        if self.kind == SQL_AGGREGATE:
+            return {"kind": self.kind, "name": self.name, "column": None, "expression": self.expression}
         return {"kind": self.kind, "name": self.name, "column": self.column}
 
     @classmethod
@@ -104,14 +116,17 @@ class Aggregation:
         """The built-in aggregation of a :meth:`to_dict` object.
 
         >>> Aggregation.from_dict({"kind": "count", "name": "n", "column": None})
-        Aggregation(kind='count', name='n', column=None)
+        Aggregation(kind='count', name='n', column=None, expression=None)
         """
-        spec_fields(data, "aggregation", required=("kind", "name"), optional=("column",))
+        spec_fields(data, "aggregation", required=("kind", "name"), optional=("column", "expression"))
         if data["kind"] == UDAF:
             raise ValueError("aggregation.kind 'udaf' has no spec: a user-defined aggregation runs in Python only")
-        return cls(data["kind"], data["name"], data.get("column"))
+        return cls(data["kind"], data["name"], data.get("column"), expression=data.get("expression"))
 
     def create(self) -> Any:
+        if self.kind == SQL_AGGREGATE:
+            raise ValueError(f"aggregation {self.name!r} ({self.expression}) is a Spark SQL aggregate: it runs on the "
+                             f"Spark engine (window_aggregate), not in the reference model")
         if self.kind == COUNT:
             return 0
         if self.kind == MEAN:
@@ -229,3 +244,30 @@ def aggregate(
     1
     """
     return Aggregation(UDAF, name, column, create, add, merge, result)
+
+
+def agg(expression: Any, name: Optional[str] = None) -> Aggregation:
+    """A Spark SQL aggregate expression in eventtime's windows, run by the Spark engine with
+    Spark's own implementation of the function: every built-in aggregate function
+    (``percentile_approx(latency_ms, 0.95)``, ``approx_count_distinct(user_id)``,
+    ``stddev(amount)``, ``max_by(status, event_ts)``, ``collect_set(tag)``, ...), exact
+    ``count(DISTINCT user_id)``, ``FILTER (WHERE ...)``, and a function registered with
+    ``spark.udf.register``. ``name`` is the output column (default: the expression's words
+    joined by ``_``). The reference model does not run these.
+
+    >>> p95 = agg("percentile_approx(latency_ms, 0.95)", name="p95_latency_ms")
+    >>> p95.kind, p95.expression
+    ('sql', 'percentile_approx(latency_ms, 0.95)')
+    >>> agg("count(DISTINCT user_id)").name
+    'count_distinct_user_id'
+    """
+    if not isinstance(expression, str):
+        raise TypeError(f"expression must be the text of a Spark SQL aggregate expression, e.g. "
+                        f"'percentile_approx(latency_ms, 0.95)', got {type(expression).__name__} {expression!r}")
+    if not expression.strip():
+        raise ValueError("expression must not be empty")
+    if name is None:
+        import re
+
+        name = "_".join(re.findall(r"[0-9A-Za-z]+", expression)).lower() or "agg"
+    return Aggregation(SQL_AGGREGATE, name, None, expression=expression.strip())

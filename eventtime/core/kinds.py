@@ -8,7 +8,7 @@ from .contract import STRINGS
 
 __all__ = [
     "PANE", "LATE_RECORD", "INVALID_RECORD", "PARTITION_STATS", "RECORD_KINDS",
-    "COUNT", "SUM", "MEAN", "MIN", "MAX", "FIRST", "LAST", "UDAF", "BUILTIN_AGGREGATIONS",
+    "COUNT", "SUM", "MEAN", "MIN", "MAX", "FIRST", "LAST", "UDAF", "BUILTIN_AGGREGATIONS", "SQL_AGGREGATE",
     "TIMEOUT", "LOOKUP_ERROR", "MISSING", "BAD_RESULT", "BAD_VALUE", "ENRICHMENT_FAILURE_REASONS",
 ]
 
@@ -23,6 +23,7 @@ RECORD_KINDS = (LATE_RECORD, INVALID_RECORD)
 COUNT, SUM, MEAN, MIN, MAX, FIRST, LAST = (STRINGS[f"AGG_{n}"] for n in ("COUNT", "SUM", "MEAN", "MIN", "MAX", "FIRST", "LAST"))
 UDAF = "udaf"
 BUILTIN_AGGREGATIONS = (COUNT, SUM, MIN, MAX, MEAN, FIRST, LAST)
+SQL_AGGREGATE = STRINGS["AGG_SQL"]  # a Spark SQL aggregate expression, run by the Spark engine only
 
 # why an async enrichment's lookup failed: its error column's values start with one of these
 # (``"lookup_error: ClientResponseError"``), and BatchStats.enrichment counts them

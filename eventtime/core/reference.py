@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from ._duration import event_zone
 from .config import EngineConfig
+from .kinds import SQL_AGGREGATE
 from .timestamps import TOO_LATE, extract
 from .trigger import DISCARDING, END_OF_INPUT_MS, FINAL, FINAL_ONLY, LATE, ON_TIME, is_due, is_expired, next_watermark
 from .watermark import PartitionClocks, WatermarkStep
@@ -95,6 +96,10 @@ class ReferenceEngine:
         if not isinstance(config, EngineConfig):
             raise TypeError(f"config must be an EngineConfig, got {type(config).__name__}")
         event_zone(tz)  # a bad zone fails here, naming "tz"
+        for agg in config.aggregations:
+            if agg.kind == SQL_AGGREGATE:
+                raise ValueError(f"aggregation {agg.name!r} ({agg.expression}) is a Spark SQL aggregate: it runs on the "
+                                 f"Spark engine (window_aggregate), not in the reference model")
         self.config = config
         self._unit = unit
         self._fmt = fmt

@@ -44,7 +44,9 @@ def state_fingerprint(config: EngineConfig, keys: Sequence[str]) -> dict:
     return {
         "window": spec["window"],
         "keys": list(keys),
-        "aggregations": [[a["kind"], a["name"], a["column"]] for a in spec["aggregations"]],
+        # a Spark SQL aggregation's expression too (its buffer's layout); built-ins as before
+        "aggregations": [[a["kind"], a["name"], a["column"], *([a["expression"]] if a.get("expression") else [])]
+                         for a in spec["aggregations"]],
         **{name: spec[name] for name in ("allowed_lateness_ms", "accumulation", "emit")},
         # only when not the default, so that checkpoints written before the option resume
         **({"watermark": config.watermark.mode} if config.watermark.per_partition else {}),

@@ -21,13 +21,14 @@ from ..core._duration import to_ms
 from ..core.aggregations import Aggregation
 from ..core.config import EngineConfig
 from ..core.contract import INTS
-from ..core.kinds import COUNT, MAX, MEAN, MIN, SUM, UDAF
+from ..core.kinds import COUNT, MAX, MEAN, MIN, SQL_AGGREGATE, SUM, UDAF
 from ..core.trigger import ACCUMULATING, ON_TIME_AND_LATE
 from ..core.watermark import GLOBAL, WatermarkPolicy
 from ..core.window import WindowAssigner
 from .connect import require_classic
 from .extract import event_time_settings
 from .engine import ensure_engine
+from .sql_aggregates import sql_result_types
 
 __all__ = ["window_aggregate", "output_schema", "engine_spec"]
 
@@ -291,10 +292,10 @@ def window_aggregate(
         schema = df.schema
         _check_columns(schema, user_cols, keys, aggregations, partition_col, offset_col, heartbeat_col)
         key_fields = [T.StructField(k, schema[k].dataType) for k in keys]
-        agg_fields = [T.StructField(a.name, _agg_type(a, schema)) for a in aggregations]
-        out_schema = output_schema(key_fields, agg_fields)
-        record_type = T.StructType([schema[c] for c in user_cols])
-        spark = df.sparkSession
+        record_type, spark = T.StructType([schema[c] for c in user_cols]), df.sparkSession
+        types = {a.name: _agg_type(a, schema) for a in aggregations if a.kind != SQL_AGGREGATE}
+        types.update(sql_result_types(spark, record_type, aggregations))  # resolved as the engine does
+        out_schema = output_schema(key_fields, [T.StructField(a.name, types[a.name]) for a in aggregations])
         spec = engine_spec(config, record_type, out_schema, keys, bounded=not df.isStreaming,
                            event_time_column=settings.get("column"),
                            session_time_zone=spark.conf.get("spark.sql.session.timeZone"))

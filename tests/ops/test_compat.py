@@ -86,3 +86,16 @@ def test_checkpoint_of_an_earlier_grouping_key_is_refused_with_what_to_do(tmp_pa
     assert f"checkpoint layout {old_layout}, this version writes layout {STATE_LAYOUT}" in text
     assert says in text and not_says not in text
     assert "end_of_input=True" in text and "fresh_start=True" in text
+
+
+def test_a_changed_sql_expression_under_the_same_name_is_refused(tmp_path):
+    """A Spark SQL aggregation's buffer is laid out by its expression: the same output name
+    over another expression cannot resume the kept buffers."""
+    p95 = (eventtime.count(), eventtime.agg("percentile_approx(ms, 0.95)", "p"))
+    check_and_store(str(tmp_path), fp(aggregations=p95))
+    assert check_and_store(str(tmp_path), fp(aggregations=p95)) is not None
+    with pytest.raises(IncompatibleRestartError, match=r"Changed: .*aggregations: .*percentile_approx\(ms, 0.95\).*"
+                                                       r"approx_count_distinct\(ms\)"):
+        check_and_store(str(tmp_path), fp(aggregations=(eventtime.count(), eventtime.agg("approx_count_distinct(ms)", "p"))))
+    # the built-ins' stored shape is unchanged: checkpoints written before resume
+    assert fp()["aggregations"] == [["count", "count", None], ["sum", "sum_amount", "amount"]]

@@ -75,22 +75,6 @@ def _run_with_plan(sc, spark, between=None):
         runner.close()
 
 
-@pytest.mark.parametrize("aggregations", [PLAIN, AGGREGATIONS], ids=["fold-expression", "mapper"])
-def test_the_watermark_after_the_map_side_is_the_model_s(spark, aggregations):
-    sc = _scenario(aggregations)
-    expected = run_reference_typed(sc)
-    # a projection between the steps keeps the node after the map side
-    got, plan = _run_with_plan(sc, spark, between=lambda df: df.select(*df.columns))
-    assert plan.count("EventTimeWatermark") == 1
-    assert plan.index("EventTimeWatermark") < plan.index("MapPartitions"), plan  # above it: after the map side
-    assert diff_typed(expected, got) is None, diff_typed(expected, got)
-    # after each batch: its largest valid event time (the heartbeats included) - 1000
-    assert [b["watermark_ms"] for b in got] == [1500, 5200, 8000, 8000, 29000]
-    assert any(p["timing"] == "LATE" for b in got for p in b["panes"])
-    assert {r["reason"] for b in got for r in b["records"]} == {
-        "too_far_in_future", "before_min_valid", "null_timestamp", "too_late"}
-
-
 def _with_row_at_20000(dropped):
     batches = _scenario(PLAIN)["batches"]
     batches[2] = [*batches[2], _row(dropped, 20000, 1)]
@@ -141,14 +125,16 @@ def _operator_input(runner: SparkTypedRunner) -> tuple[list[str], list[str]]:
 
 @pytest.mark.parametrize("aggregations", [PLAIN, AGGREGATIONS], ids=["fold-expression", "mapper"])
 def test_the_operator_input_is_shuffled_packed(spark, aggregations):
-    """The mapper's rows reach the operator as the grouping key and one binary column
-    (Packed.java), not a serializer and deserializer expression per column, and the output is
-    the model's, the same with Spark's watermark node after the map side and before it. The grouping key is
+    """The watermark after the map side is the model's (invalid records do not move it,
+    heartbeats do), the mapper's rows reach the operator as the grouping key and one binary
+    column (Packed.java), not a serializer and deserializer expression per column, and the
+    output is the model's, the same with Spark's watermark node after the map side and before it. The grouping key is
     one int, so Spark sorts the operator's input by it alone (a radix sort of its prefix)."""
     sc = _scenario(aggregations)
     expected = run_reference_typed(sc)
     outputs = []
-    for between in (None, lambda df: df.filter(F.col("__et_wm").isNull() | (F.col("rid") >= 0))):
+    # a projection between the steps keeps Spark's node after the map side; this filter keeps it before
+    for between in (lambda df: df.select(*df.columns), lambda df: df.filter(F.col("__et_wm").isNull() | (F.col("rid") >= 0))):
         runner = SparkTypedRunner(sc, spark, between)
         try:
             got = [runner.run_batch(batch) for batch in sc["batches"]]
@@ -160,6 +146,12 @@ def test_the_operator_input_is_shuffled_packed(spark, aggregations):
             runner.close()
         assert diff_typed(expected, got) is None, diff_typed(expected, got)
     (moved, moved_plan), (kept, kept_plan) = outputs
+    assert moved_plan.count("EventTimeWatermark") == 1
+    # after each batch: its largest valid event time (the heartbeats included) - 1000
+    assert [b["watermark_ms"] for b in moved] == [1500, 5200, 8000, 8000, 29000]
+    assert any(p["timing"] == "LATE" for b in moved for p in b["panes"])
+    assert {r["reason"] for b in moved for r in b["records"]} == {
+        "too_far_in_future", "before_min_valid", "null_timestamp", "too_late"}
     # the node after the map side (moved) and before it (kept, under a filter Spark keeps above
     # the node) give the same output
     assert moved_plan.index("EventTimeWatermark") < moved_plan.index("MapPartitions"), moved_plan

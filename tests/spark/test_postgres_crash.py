@@ -17,6 +17,7 @@ from eventtime.sinks.local_postgres import LocalPostgres, find_pg_bin
 
 pytestmark = [
     pytest.mark.spark,
+    pytest.mark.component,  # a PostgreSQL server and a killed job process: make check
     pytest.mark.skipif(find_pg_bin() is None, reason="PostgreSQL is not installed (make install installs it)"),
 ]
 

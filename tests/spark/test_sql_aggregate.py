@@ -1,7 +1,10 @@
-"""Spark SQL aggregate functions run as the engine runs them (eventtime.jvm.SqlAggregate): the
-records dealt into several buffers (slices, map-side partials, sessions), each written to bytes
-and read back, merged in any order, then evaluated, give what Spark's batch ``agg`` gives over
-the same records: typed, nullable columns, seeded Hypothesis examples."""
+"""Spark SQL aggregate functions in windows (``eventtime.agg``), held to Spark's batch ``agg``.
+
+First their buffers alone (eventtime.jvm.SqlAggregate): the records dealt into several buffers
+(slices, map-side partials, sessions), each written to bytes and read back, merged in any
+order, then evaluated. Then the engine's panes in real streaming queries, each against Spark's
+batch aggregation over exactly the records the pane covers. Typed, nullable columns, seeded
+Hypothesis examples."""
 
 from __future__ import annotations
 
@@ -11,7 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from property_tests.strategies import TYPED_COLUMNS, typed_rows
+import eventtime
+from property_tests.strategies import TYPED_COLUMNS, typed_rows, typed_scenarios
+from typed_harness import run_reference_typed, run_spark_typed
 
 pytestmark = pytest.mark.spark
 
@@ -44,7 +49,7 @@ def _same(ours, spark) -> bool:
     return ours == spark
 
 
-@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), parts=st.integers(min_value=1, max_value=5), seed=st.integers(0, 2**31 - 1))
 def test_sql_aggregates_in_buffers_equal_spark_batch_agg(spark, data, parts, seed):
     from pyspark.sql import functions as F
@@ -60,3 +65,121 @@ def test_sql_aggregates_in_buffers_equal_spark_batch_agg(spark, data, parts, see
                     spark).collect()[0]
     wrong = [(e, g, x) for e, g, x in zip(EXPRESSIONS, got, expected) if not _same(g, x)]
     assert not wrong, wrong
+
+
+SQL_AGGREGATIONS = (
+    eventtime.agg("count(DISTINCT v_str)", "distinct_str"),
+    eventtime.agg("percentile(v_big, 0.5)", "p50_big"),
+    eventtime.agg("percentile_approx(v_small, 0.9)", "p90_small"),
+    eventtime.agg("approx_count_distinct(v_dec)", "hll_dec"),
+    eventtime.agg("stddev(v_dbl)", "sd_dbl"),
+    eventtime.agg("max_by(v_str, rid)", "last_str_by_rid"),
+    eventtime.agg("collect_set(v_date)", "dates"),
+    eventtime.agg("count(*) FILTER (WHERE v_bool)", "n_true"),
+)
+# which records each pane covers, by the reference model (an independent statement of the rules)
+RIDS = eventtime.aggregate("rids", "rid", create=frozenset, add=lambda acc, v: acc | {v}, merge=lambda a, b: a | b,
+                           result=lambda acc: acc)
+
+
+def _pane_id(pane: dict) -> tuple:
+    return pane["key"], pane["window_start"], pane["window_end"], pane["timing"], pane["index"]
+
+
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(sc=typed_scenarios(max_batches=4, max_records=8), session_gap_ms=st.sampled_from([None, None, 1500]))
+def test_each_pane_equals_spark_batch_agg_over_exactly_the_records_it_covers(spark, sc, session_gap_ms):
+    """The engine's panes of Spark SQL aggregations (ON_TIME and LATE, accumulating and
+    discarding, final_only, tumbling, sliding and session windows, late and invalid records
+    among them) against Spark's batch ``groupBy(pane).agg(...)`` over the records the reference
+    model puts in each pane; the panes themselves (which exist, their counts) are the
+    reference model's."""
+    from pyspark.sql import functions as F
+
+    if session_gap_ms is not None:
+        sc = {**sc, "window": {"type": "session", "gap_ms": session_gap_ms}}
+
+    reference = [p for batch in run_reference_typed({**sc, "aggregations": (eventtime.count(), RIDS)})
+                 for p in batch["panes"]]
+    panes = [p for batch in run_spark_typed({**sc, "aggregations": (eventtime.count(), *SQL_AGGREGATIONS)}, spark)
+             for p in batch["panes"]]
+    got = {_pane_id(p): p for p in panes}  # aware datetimes in keys compare by instant
+    assert len(got) == len(panes) == len(reference) and all(_pane_id(p) in got for p in reference)
+    assert all(got[_pane_id(p)]["count"] == p["count"] == len(p["rids"]) for p in reference)
+    if not reference:
+        return
+    schema = ", ".join(f"{name} {ddl}" for name, ddl in TYPED_COLUMNS)
+    rows = spark.createDataFrame([r for batch in sc["batches"] for r in batch], schema)
+    members = spark.createDataFrame([(i, rid) for i, p in enumerate(reference) for rid in p["rids"]], "pane int, member bigint")
+    expected = {r["pane"]: r for r in members.join(rows, members.member == rows.rid).groupBy("pane").agg(
+        *[F.expr(a.expression).alias(a.name) for a in SQL_AGGREGATIONS]).collect()}
+    wrong = [(a.name, _pane_id(p), got[_pane_id(p)][a.name], expected[i][a.name])
+             for i, p in enumerate(reference) for a in SQL_AGGREGATIONS
+             if not _same(got[_pane_id(p)][a.name], expected[i][a.name])]
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize("expression, reason", [
+    ("v_big + 1", "not one aggregate function call"),
+    ("sum(no_such_column)", "no_such_column"),
+    ("sum(v_big) + 1", "not one aggregate function call"),
+    ("sum(rand())", "Non-deterministic"),
+    ("max(sum(v_big))", "aggregate function in the argument of another aggregate function"),
+    ("avg(v_date)", "DATATYPE_MISMATCH"),
+    ("sum(DISTINCT v_big)", "DISTINCT is supported in count(DISTINCT x)"),
+    ("sum(v_big", "Syntax error"),
+])
+def test_an_expression_the_engine_cannot_run_is_refused_before_the_query_starts(spark, tmp_path, expression, reason):
+    schema = ", ".join(f"{name} {ddl}" for name, ddl in TYPED_COLUMNS)
+    (tmp_path / "in").mkdir()
+    events = spark.readStream.schema(schema).parquet(str(tmp_path / "in")).transform(
+        eventtime.with_event_time("ts", unit="ms"))
+    with pytest.raises(ValueError) as refused:
+        events.transform(eventtime.window_aggregate(["k_str"], eventtime.Tumbling("1 minute"),
+                                                    aggregations=[eventtime.agg(expression, "x")]))
+    message = str(refused.value)
+    assert f"aggregations[0] ('x') cannot run {expression!r}" in message and reason in message, message
+    assert not spark.streams.active
+
+
+def test_sql_aggregations_are_refused_by_the_reference_model_and_need_text():
+    with pytest.raises(ValueError, match=r"'p95' \(percentile_approx\(x, 0.95\)\) is a Spark SQL aggregate: it runs on "
+                                         r"the Spark engine"):
+        eventtime.ReferenceEngine(eventtime.EngineConfig(eventtime.Tumbling(1000),
+                                                         (eventtime.agg("percentile_approx(x, 0.95)", "p95"),)))
+    with pytest.raises(TypeError, match="expression must be the text of a Spark SQL aggregate expression"):
+        eventtime.agg(42)
+
+
+def test_the_documented_dashboard_example_runs_as_written(spark):
+    """docs/usage.md, "Spark SQL aggregations": distinct users, p95 latency, the last status by
+    event time and the errors per page and local day in UTC+8, on a static DataFrame (one batch,
+    end of input), equal to Spark's batch groupBy over the same day."""
+    import datetime as dt
+
+    from pyspark.sql import functions as F
+
+    utc = dt.timezone.utc
+    rows = [("home", f"u{i % 7}", float(i * 13 % 97), "error" if i % 5 == 0 else "ok",
+             dt.datetime(2024, 5, 1, 10, tzinfo=utc) + dt.timedelta(minutes=37 * i)) for i in range(80)]
+    events = spark.createDataFrame(rows, "page string, user_id string, latency_ms double, status string, event_ts timestamp")
+    out = events.transform(eventtime.with_event_time("event_ts", max_out_of_orderness="1 minute")).transform(
+        eventtime.window_aggregate(
+            keys=["page"], window=eventtime.Calendar("day", tz="Asia/Shanghai"), allowed_lateness="1 hour",
+            aggregations=[eventtime.count(),
+                          eventtime.agg("count(DISTINCT user_id)", "users"),
+                          eventtime.agg("percentile_approx(latency_ms, 0.95)", "p95_latency_ms"),
+                          eventtime.agg("max_by(status, event_ts)", "last_status"),
+                          eventtime.agg("count(*) FILTER (WHERE status = 'error')", "errors")]))
+    panes = []
+    eventtime.route(out, panes=lambda t, b, q: panes.append(t), progress=False).start(end_of_input=True)
+    got = sorted((r["window_start"], r["count"], r["users"], r["p95_latency_ms"], r["last_status"], r["errors"])
+                 for t in panes for r in t.to_pylist())
+    day = F.window(F.from_utc_timestamp("event_ts", "Asia/Shanghai"), "1 day").start
+    expected = sorted((F_row["start"], F_row["n"], F_row["users"], F_row["p95"], F_row["last"], F_row["errors"])
+                      for F_row in events.groupBy(F.to_utc_timestamp(day, "Asia/Shanghai").alias("start")).agg(
+                          F.count("*").alias("n"), F.countDistinct("user_id").alias("users"),
+                          F.percentile_approx("latency_ms", 0.95).alias("p95"), F.max_by("status", "event_ts").alias("last"),
+                          F.count_if(F.col("status") == "error").alias("errors")).collect())
+    assert len(got) == 3 and [g[1:] for g in got] == [e[1:] for e in expected]
+    assert [g[0].astimezone(dt.timezone.utc) for g in got] == [e[0].replace(tzinfo=dt.timezone.utc) for e in expected]

@@ -7,7 +7,8 @@ import java.math.MathContext;
 /**
  * The accumulator of one aggregation (eventtime/core/aggregations.py, exactly): count; sum and
  * mean (integers exact in 128 bits, decimals exact, floats in record order); min / max;
- * first / last by (event time, value). Nulls and NaN are ignored by all but count.
+ * first / last by (event time, value). Nulls and NaN are ignored by all but count. A Spark SQL
+ * aggregation's buffer ({@link SqlAggregate}) is {@code v}, {@code n} its number of records.
  */
 public final class Acc {
   public long n; // count, or number of non-null values
@@ -30,6 +31,13 @@ public final class Acc {
   public void add(Spec spec, int i, Object value, long ts) {
     int kind = spec.kinds[i];
     if (kind == Spec.COUNT) {
+      n++;
+      return;
+    }
+    if (kind == Spec.SQL) {  // value: the record; the function sees every record, nulls its own way
+      SqlAggregate sql = spec.sqlAggs[i];
+      if (v == null) v = sql.create();
+      sql.update((org.apache.spark.sql.catalyst.InternalRow) v, spec.internal((org.apache.spark.sql.Row) value));
       n++;
       return;
     }
@@ -81,6 +89,13 @@ public final class Acc {
   public void merge(Spec spec, int i, Acc o) {
     int kind = spec.kinds[i];
     if (o.n == 0) return;
+    if (kind == Spec.SQL) {  // never shares o's buffer: o may be a slice that stays in state
+      SqlAggregate sql = spec.sqlAggs[i];
+      if (v == null) v = sql.create();
+      sql.merge((org.apache.spark.sql.catalyst.InternalRow) v, (org.apache.spark.sql.catalyst.InternalRow) o.v);
+      n += o.n;
+      return;
+    }
     switch (kind) {
       case Spec.COUNT:
         n += o.n;
@@ -140,6 +155,11 @@ public final class Acc {
   public Object result(Spec spec, int i) {
     int kind = spec.kinds[i];
     if (kind == Spec.COUNT) return n;
+    if (kind == Spec.SQL) {  // over no record: the function's own value of nothing (count: 0)
+      SqlAggregate sql = spec.sqlAggs[i];
+      Object value = sql.eval(v == null ? sql.create() : (org.apache.spark.sql.catalyst.InternalRow) v);
+      return org.apache.spark.sql.catalyst.CatalystTypeConverters.convertToScala(value, sql.resultType);
+    }
     if (n == 0) return null;
     switch (kind) {
       case Spec.SUM:
@@ -212,6 +232,10 @@ public final class Acc {
   public void write(Spec spec, int i, Bytes.Out out) {
     out.writeVarLong(n);
     if (n == 0) return;
+    if (spec.kinds[i] == Spec.SQL) {
+      out.writeValue(spec.sqlAggs[i].write((org.apache.spark.sql.catalyst.InternalRow) v));
+      return;
+    }
     switch (spec.kinds[i]) {
       case Spec.COUNT:
         return;
@@ -240,6 +264,10 @@ public final class Acc {
     Acc a = new Acc();
     a.n = in.readVarLong();
     if (a.n == 0) return a;
+    if (spec.kinds[i] == Spec.SQL) {
+      a.v = spec.sqlAggs[i].read((byte[]) in.readValue());
+      return a;
+    }
     switch (spec.kinds[i]) {
       case Spec.COUNT:
         return a;

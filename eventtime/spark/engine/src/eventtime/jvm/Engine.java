@@ -53,6 +53,8 @@ public final class Engine {
    * row, the record nulled where it is not needed.
    */
   static Dataset<Row> mapInput(Dataset<Row> input, Spec spec) {
+    // a Spark SQL aggregation folds the record itself: every row reaches the Mapper with it
+    if (spec.hasSql) return input;
     StructType schema = input.schema();
     int nk = spec.keyFields.length, na = spec.aggKinds.length;
     Column[] columns = new Column[nk + na];

@@ -111,7 +111,10 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
             Object k = r.get(Layout.IN_K0 + i);
             scratch[i] = task.textKeysAsBytes && k instanceof String ? UTF8String.fromString((String) k) : k;
           }
-          for (int i = 0; i < na; i++) scratch[nk + i] = spec.aggFields[i] < 0 ? null : r.get(lay.inA0 + i);
+          for (int i = 0; i < na; i++) {
+            int f = spec.aggFields[i];
+            scratch[nk + i] = f == Spec.RECORD ? rec : f < 0 ? null : r.get(lay.inA0 + i);
+          }
           task.fold(scratch, 0, ms);
           return null;
         }

@@ -218,7 +218,7 @@ final class Sessions {
       for (int j : mine) {
         Row rec = rows.get(j).getStruct(lay.rec);
         for (int a = 0; a < na; a++) {
-          Object value = spec.aggFields[a] < 0 ? null : rec.get(spec.aggFields[a]);
+          Object value = spec.aggInput(a, rec);
           n.all[a].add(spec, a, value, ts[j]);
           if (spec.discarding) n.since[a].add(spec, a, value, ts[j]);
         }

@@ -138,7 +138,7 @@ final class Slices {
   /** Adds one record (its struct and event time) to its slice; true when the slice is new. */
   boolean addRecord(long slice, Row rec, long ts) {
     Acc[] add = newAccs();
-    for (int i = 0; i < na; i++) add[i].add(spec, i, spec.aggFields[i] < 0 ? null : rec.get(spec.aggFields[i]), ts);
+    for (int i = 0; i < na; i++) add[i].add(spec, i, spec.aggInput(i, rec), ts);
     return add(slice, add);
   }
 

@@ -43,13 +43,20 @@ public final class Spec implements Serializable {
   /** Aggregation kinds as codes (switches on them are cheap in the per-row path). */
   public final int[] kinds;
 
-  public static final int COUNT = 0, SUM = 1, MEAN = 2, MIN = 3, MAX = 4, FIRST = 5, LAST = 6;
+  public static final int COUNT = 0, SUM = 1, MEAN = 2, MIN = 3, MAX = 4, FIRST = 5, LAST = 6, SQL = 7;
+  /** A Spark SQL aggregation's input: the whole record ({@link #aggInput}). */
+  public static final int RECORD = -2;
   private static final java.util.List<String> KIND_NAMES = java.util.Arrays.asList(
-      Contract.AGG_COUNT, Contract.AGG_SUM, Contract.AGG_MEAN, Contract.AGG_MIN, Contract.AGG_MAX, Contract.AGG_FIRST, Contract.AGG_LAST);
+      Contract.AGG_COUNT, Contract.AGG_SUM, Contract.AGG_MEAN, Contract.AGG_MIN, Contract.AGG_MAX, Contract.AGG_FIRST, Contract.AGG_LAST, Contract.AGG_SQL);
   public final int[] aggFields;
   /** Aggregations whose input is an integral column (exact 128-bit sums) or a decimal one. */
   public final boolean[] aggIntegral, aggDecimal;
   public final int[] aggDecimalScale;
+  /** Each Spark SQL aggregation's function (null for the built-in kinds), and whether there is one. */
+  public final SqlAggregate[] sqlAggs;
+  public boolean hasSql;
+  /** The record as Spark's internal row, for the SQL aggregations (per task). */
+  private transient scala.Function1<Object, Object> toInternal;
   /** The user's columns as one struct (the late / invalid record's payload). */
   public final StructType recordType;
   /** Unique per plan (per Engine call): the map side's per-task state is found by task and plan. */
@@ -132,6 +139,7 @@ public final class Spec implements Serializable {
       aggIntegral = new boolean[a];
       aggDecimal = new boolean[a];
       aggDecimalScale = new int[a];
+      sqlAggs = new SqlAggregate[a];
       for (int i = 0; i < a; i++) {
         JsonNode g = aggs.get(i);
         aggKinds[i] = g.get("kind").asText();
@@ -142,6 +150,11 @@ public final class Spec implements Serializable {
         aggIntegral[i] = g.get("integral").asBoolean();
         aggDecimal[i] = g.get("decimal").asBoolean();
         aggDecimalScale[i] = g.get("scale").asInt();
+        if (kinds[i] == SQL) {
+          sqlAggs[i] = SqlAggregate.of(g.get("expression").asText(), recordType);
+          aggFields[i] = RECORD;
+          hasSql = true;
+        }
       }
     } catch (java.io.IOException e) {
       throw new IllegalArgumentException("eventtime: cannot read the engine spec: " + e.getMessage(), e);
@@ -154,6 +167,20 @@ public final class Spec implements Serializable {
    * eventtime/query/advise.py decodes the bounds.
    */
   public static final int DELAY_BINS = 8 * 61;  // delayBin of Long.MAX_VALUE is the last
+
+  /** Aggregation i's input in the record {@code rec}: its column's value, the record itself, or null. */
+  public Object aggInput(int i, org.apache.spark.sql.Row rec) {
+    int f = aggFields[i];
+    return f == RECORD ? rec : f < 0 || rec == null ? null : rec.get(f);
+  }
+
+  /** A record, as the SQL aggregations read it (Spark's internal row). */
+  org.apache.spark.sql.catalyst.InternalRow internal(org.apache.spark.sql.Row rec) {
+    if (toInternal == null) {
+      toInternal = org.apache.spark.sql.catalyst.CatalystTypeConverters.createToCatalystConverter(recordType);
+    }
+    return (org.apache.spark.sql.catalyst.InternalRow) toInternal.apply(rec);
+  }
 
   /**
    * The largest valid event time of the batches before, from the global watermark W = max - B

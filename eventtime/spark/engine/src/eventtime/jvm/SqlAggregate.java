@@ -68,8 +68,16 @@ public final class SqlAggregate implements java.io.Serializable {
    */
   public static SqlAggregate of(String sql, StructType recordType) {
     SparkSession spark = SparkSession.active();
-    LogicalPlan analyzed = spark.createDataFrame(new ArrayList<org.apache.spark.sql.Row>(), recordType)
-        .agg(org.apache.spark.sql.functions.expr(sql)).queryExecution().analyzed();
+    LogicalPlan analyzed;
+    try {
+      analyzed = spark.createDataFrame(new ArrayList<org.apache.spark.sql.Row>(), recordType)
+          .agg(org.apache.spark.sql.functions.expr(sql)).queryExecution().analyzed();
+    } catch (Exception e) {  // Spark's AnalysisException, a checked exception Scala does not declare
+      if (String.valueOf(e.getMessage()).contains("MISSING_GROUP_BY")) {
+        throw new IllegalArgumentException("it is not one aggregate function call (it reads a column outside one)");
+      }
+      throw SqlAggregate.<RuntimeException>rethrow(e);
+    }
     // functions Spark writes as others at optimization (count_if, bool_and, ...: RuntimeReplaceable)
     analyzed = org.apache.spark.sql.catalyst.optimizer.ReplaceExpressions$.MODULE$.apply(analyzed);
     // ...and the expressions they share (With) computed once per record, in a projection below
@@ -79,13 +87,17 @@ public final class SqlAggregate implements java.io.Serializable {
       analyzed = ((Project) analyzed).child();  // the aggregate's result, renamed
     }
     if (!(analyzed instanceof Aggregate)) {
-      throw new IllegalArgumentException("not one aggregate expression: " + sql);
+      throw new IllegalArgumentException("it is not one aggregate function call");
     }
     Aggregate aggregate = (Aggregate) analyzed;
     Expression body = (Expression) (Object) aggregate.aggregateExpressions().head();
     if (body instanceof Alias) body = ((Alias) body).child();
     if (!(body instanceof AggregateExpression)) {
-      throw new IllegalArgumentException("not an aggregate function call (" + body.prettyName() + "): " + sql);
+      throw new IllegalArgumentException("it is not one aggregate function call (it is " + body.prettyName()
+          + "); write the aggregate alone, e.g. percentile_approx(x, 0.95), and compute on its result after the window");
+    }
+    if (!body.deterministic()) {
+      throw new IllegalArgumentException("it is not deterministic: a pane must be the same when Spark re-runs a batch");
     }
     LogicalPlan child = aggregate.child();
     Expression[] project = null;
@@ -96,6 +108,11 @@ public final class SqlAggregate implements java.io.Serializable {
       project = bind(list, record);
     }
     return new SqlAggregate(sql, (AggregateExpression) body, child.output(), project);
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <T extends Throwable> T rethrow(Throwable e) throws T {
+    throw (T) e;
   }
 
   private static boolean isRename(scala.collection.immutable.Seq<NamedExpression> list) {
@@ -121,7 +138,8 @@ public final class SqlAggregate implements java.io.Serializable {
     Expression eval = null;
     if (aggregate.isDistinct()) {
       if (!(fn instanceof Count) || fn.children().size() != 1) {
-        throw new IllegalArgumentException("DISTINCT is supported in count(DISTINCT x) of one column: " + sql);
+        throw new IllegalArgumentException("DISTINCT is supported in count(DISTINCT x) of one column; for others "
+            + "aggregate collect_set(x) and compute on it");
       }
       fn = new CollectSet(fn.children().head());
     }
@@ -207,6 +225,11 @@ public final class SqlAggregate implements java.io.Serializable {
       inputProjection = projection(project).target(input);
     }
     joined = new JoinedRow();
+  }
+
+  /** The result type as JSON (for the Python side). */
+  public String resultTypeJson() {
+    return resultType.json();
   }
 
   /** A new, empty buffer. */

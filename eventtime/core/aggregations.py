@@ -251,8 +251,7 @@ def agg(expression: Any, name: Optional[str] = None) -> Aggregation:
     Spark's own implementation of the function: every built-in aggregate function
     (``percentile_approx(latency_ms, 0.95)``, ``approx_count_distinct(user_id)``,
     ``stddev(amount)``, ``max_by(status, event_ts)``, ``collect_set(tag)``, ...), exact
-    ``count(DISTINCT user_id)``, ``FILTER (WHERE ...)``, and a function registered with
-    ``spark.udf.register``. ``name`` is the output column (default: the expression's words
+    ``count(DISTINCT user_id)``, ``FILTER (WHERE ...)``. ``name`` is the output column (default: the expression's words
     joined by ``_``). The reference model does not run these.
 
     >>> p95 = agg("percentile_approx(latency_ms, 0.95)", name="p95_latency_ms")

@@ -57,6 +57,7 @@ public final class Spec implements Serializable {
   public boolean hasSql;
   /** The record as Spark's internal row, for the SQL aggregations (per task). */
   private transient scala.Function1<Object, Object> toInternal;
+  private transient Object[] lastInternal;
   /** The user's columns as one struct (the late / invalid record's payload). */
   public final StructType recordType;
   /** Unique per plan (per Engine call): the map side's per-task state is found by task and plan. */
@@ -176,10 +177,14 @@ public final class Spec implements Serializable {
 
   /** A record, as the SQL aggregations read it (Spark's internal row). */
   org.apache.spark.sql.catalyst.InternalRow internal(org.apache.spark.sql.Row rec) {
+    Object[] last = lastInternal;  // the record's conversion, once for all its SQL aggregations
+    if (last != null && last[0] == rec) return (org.apache.spark.sql.catalyst.InternalRow) last[1];
     if (toInternal == null) {
       toInternal = org.apache.spark.sql.catalyst.CatalystTypeConverters.createToCatalystConverter(recordType);
     }
-    return (org.apache.spark.sql.catalyst.InternalRow) toInternal.apply(rec);
+    Object row = toInternal.apply(rec);
+    lastInternal = new Object[] {rec, row};
+    return (org.apache.spark.sql.catalyst.InternalRow) row;
   }
 
   /**

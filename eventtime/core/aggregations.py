@@ -78,6 +78,11 @@ class Aggregation:
     _result: Optional[Callable[[Any], Any]] = field(default=None, repr=False, compare=False)
     #: The Spark SQL aggregate expression of a ``sql`` aggregation (:func:`agg`).
     expression: Optional[str] = None
+    #: A user-defined aggregation's result as a Spark SQL type (DDL, e.g. ``"bigint"``), for the Spark engine.
+    result_type: Optional[str] = None
+    #: The ``pyspark.sql.Column`` a ``sql`` aggregation was made from (``expression`` is then its display
+    #: text, resolved to SQL text by window_aggregate over the input's columns).
+    _column: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_name(self.kind, "kind")
@@ -97,6 +102,10 @@ class Aggregation:
             for part in ("_create", "_add", "_merge", "_result"):
                 if not callable(getattr(self, part)):
                     raise TypeError(f"{part[1:]} must be callable, got {getattr(self, part)!r}")
+            if self.result_type is not None:
+                _check_name(self.result_type, "result_type")
+        elif self.result_type is not None:
+            raise ValueError(f"result_type is for user-defined aggregations (eventtime.aggregate), not kind {self.kind!r}")
 
     def to_dict(self) -> dict:
         """The aggregation as the spec's object (a built-in one; :meth:`from_dict` reads it back).
@@ -116,7 +125,7 @@ class Aggregation:
         """The built-in aggregation of a :meth:`to_dict` object.
 
         >>> Aggregation.from_dict({"kind": "count", "name": "n", "column": None})
-        Aggregation(kind='count', name='n', column=None, expression=None)
+        Aggregation(kind='count', name='n', column=None, expression=None, result_type=None)
         """
         spec_fields(data, "aggregation", required=("kind", "name"), optional=("column", "expression"))
         if data["kind"] == UDAF:
@@ -232,27 +241,37 @@ def aggregate(
     add: Callable[[Any, Any], Any],
     merge: Callable[[Any, Any], Any],
     result: Callable[[Any], Any],
+    result_type: Optional[str] = None,
 ) -> Aggregation:
     """A user-defined aggregation, like Flink's ``AggregateFunction``.
 
     ``add`` receives every value of ``column``, nulls included. Accumulators must be
-    picklable so that engines can keep them in state; ``merge`` must be associative.
+    picklable so that engines can keep them in state; ``merge`` must be associative, and the
+    result must not depend on the order of the values.
+
+    On the Spark engine the window's values are kept in state and the functions run in Python
+    over each fired pane (``create``, then ``add`` per value, then ``result``), so ``result_type``
+    (the result's Spark SQL type, e.g. ``"bigint"`` or ``"array<string>"``) is needed unless
+    ``result(create())`` is a bool, int, float or str that gives it (docs/usage.md, "Python
+    aggregations on Spark").
 
     >>> distinct = aggregate("distinct_users", "user", create=frozenset,
     ...                      add=lambda acc, v: acc | {v}, merge=lambda a, b: a | b, result=len)
     >>> distinct.result(distinct.add(distinct.add(distinct.create(), "a", 0), "a", 1))
     1
     """
-    return Aggregation(UDAF, name, column, create, add, merge, result)
+    return Aggregation(UDAF, name, column, create, add, merge, result, result_type=result_type)
 
 
 def agg(expression: Any, name: Optional[str] = None) -> Aggregation:
     """A Spark SQL aggregate expression in eventtime's windows, run by the Spark engine with
     Spark's own implementation of the function: every built-in aggregate function
     (``percentile_approx(latency_ms, 0.95)``, ``approx_count_distinct(user_id)``,
-    ``stddev(amount)``, ``max_by(status, event_ts)``, ``collect_set(tag)``, ...), exact
-    ``count(DISTINCT user_id)``, ``FILTER (WHERE ...)``. ``name`` is the output column (default: the expression's words
-    joined by ``_``). The reference model does not run these.
+    ``stddev(amount)``, ``max_by(status, event_ts)``, ``collect_set(tag)``, ...), a registered
+    ``Aggregator`` / UDAF, exact ``count(DISTINCT user_id)``, ``FILTER (WHERE ...)``.
+    ``expression`` is SQL text or a ``pyspark.sql.Column`` (``F.percentile_approx("latency_ms",
+    0.95)``). ``name`` is the output column (default: the expression's words joined by ``_``).
+    The reference model does not run these.
 
     >>> p95 = agg("percentile_approx(latency_ms, 0.95)", name="p95_latency_ms")
     >>> p95.kind, p95.expression
@@ -260,13 +279,25 @@ def agg(expression: Any, name: Optional[str] = None) -> Aggregation:
     >>> agg("count(DISTINCT user_id)").name
     'count_distinct_user_id'
     """
+    column = None
+    if _is_spark_column(expression):
+        if getattr(expression, "_jc", None) is None:
+            raise TypeError("expression: a Spark Connect Column cannot be resolved before the query starts; write it as "
+                            "SQL text, e.g. eventtime.agg('percentile_approx(latency_ms, 0.95)')")
+        column, expression = expression, expression._jc.toString()
     if not isinstance(expression, str):
         raise TypeError(f"expression must be the text of a Spark SQL aggregate expression, e.g. "
-                        f"'percentile_approx(latency_ms, 0.95)', got {type(expression).__name__} {expression!r}")
+                        f"'percentile_approx(latency_ms, 0.95)', or a pyspark.sql.Column, got "
+                        f"{type(expression).__name__} {expression!r}")
     if not expression.strip():
         raise ValueError("expression must not be empty")
     if name is None:
         import re
 
         name = "_".join(re.findall(r"[0-9A-Za-z]+", expression)).lower() or "agg"
-    return Aggregation(SQL_AGGREGATE, name, None, expression=expression.strip())
+    return Aggregation(SQL_AGGREGATE, name, None, expression=expression.strip(), _column=column)
+
+
+def _is_spark_column(value: Any) -> bool:
+    """A ``pyspark.sql.Column`` (classic or Connect), told by its class without importing Spark."""
+    return any(c.__name__ == "Column" and c.__module__.startswith("pyspark.sql") for c in type(value).__mro__)

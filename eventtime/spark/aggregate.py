@@ -28,7 +28,7 @@ from ..core.window import WindowAssigner
 from .connect import require_classic
 from .extract import event_time_settings
 from .engine import ensure_engine
-from .sql_aggregates import sql_result_types
+from .sql_aggregates import engine_aggregations, python_result, result_ddl
 
 __all__ = ["window_aggregate", "output_schema", "engine_spec"]
 
@@ -228,8 +228,9 @@ def window_aggregate(
 
     Apply after :func:`with_event_time`. The result has one row per pane, late record,
     invalid record and per-partition statistic (column ``kind``); give it to :func:`route`.
-    The built-in aggregations run in the JVM operator; a user-defined one
-    (:func:`eventtime.aggregate`) runs in the reference model only.
+    The built-in aggregations and Spark SQL ones (:func:`eventtime.agg`) run in the JVM
+    operator; a Python one (:func:`eventtime.aggregate`) has its window's values kept there and
+    runs in Python over each fired pane.
 
     ``watermark="per_partition"`` (with ``partition_col``, e.g. Kafka's ``partition``) moves
     the watermark by the slowest active source partition instead of the global maximum, and
@@ -254,12 +255,8 @@ def window_aggregate(
     EngineConfig(window, aggregations, allowed_lateness_ms=lateness_ms, accumulation=accumulation, emit=emit,
                  watermark=policy)
     for i, agg in enumerate(aggregations):
-        if getattr(agg, "kind", None) == UDAF:
-            raise ValueError(
-                f"aggregations[{i}] ({agg.name!r}) is a user-defined aggregation: the Spark engine runs in the JVM and "
-                "computes the built-in ones (count, sum, mean, min, max, first, last); user-defined aggregations "
-                "run in the reference model (eventtime.ReferenceEngine) only"
-            )
+        if agg.kind == UDAF:
+            result_ddl(i, agg)  # a Python aggregation's result type is known
     for parameter, value in (("partition_col", partition_col), ("offset_col", offset_col), ("heartbeat_col", heartbeat_col)):
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{parameter} must be a column name (str) or None, got {type(value).__name__} {value!r}")
@@ -276,10 +273,16 @@ def window_aggregate(
     def apply(df: DataFrame) -> DataFrame:
         require_classic(df, "window_aggregate")
         settings = event_time_settings(df)
+        user_cols = [c for c in df.columns if not c.startswith("__et_")]
+        schema = df.schema
+        _check_columns(schema, user_cols, keys, aggregations, partition_col, offset_col, heartbeat_col)
+        record_type, spark = T.StructType([schema[c] for c in user_cols]), df.sparkSession
+        # as the operator runs them: Spark SQL ones resolved (as it resolves them), Python ones as their values
+        engine_aggs, types, finish = engine_aggregations(spark, record_type, aggregations)
         # Validates window, aggregations, lateness, modes and the extraction settings at once.
         config = EngineConfig(
             window,
-            aggregations,
+            engine_aggs,
             max_out_of_orderness_ms=settings.get("max_out_of_orderness_ms", 0),
             allowed_lateness_ms=lateness_ms,
             accumulation=accumulation,
@@ -288,14 +291,9 @@ def window_aggregate(
             max_future_ms=settings.get("max_future_ms", 0),
             watermark=policy,
         )
-        user_cols = [c for c in df.columns if not c.startswith("__et_")]
-        schema = df.schema
-        _check_columns(schema, user_cols, keys, aggregations, partition_col, offset_col, heartbeat_col)
         key_fields = [T.StructField(k, schema[k].dataType) for k in keys]
-        record_type, spark = T.StructType([schema[c] for c in user_cols]), df.sparkSession
-        types = {a.name: _agg_type(a, schema) for a in aggregations if a.kind != SQL_AGGREGATE}
-        types.update(sql_result_types(spark, record_type, aggregations))  # resolved as the engine does
-        out_schema = output_schema(key_fields, [T.StructField(a.name, types[a.name]) for a in aggregations])
+        types.update({a.name: _agg_type(a, schema) for a in engine_aggs if a.kind != SQL_AGGREGATE})
+        out_schema = output_schema(key_fields, [T.StructField(a.name, types[a.name]) for a in engine_aggs])
         spec = engine_spec(config, record_type, out_schema, keys, bounded=not df.isStreaming,
                            event_time_column=settings.get("column"),
                            session_time_zone=spark.conf.get("spark.sql.session.timeZone"))
@@ -324,7 +322,7 @@ def window_aggregate(
             (F.col(offset_col).cast("long") if offset_col else F.lit(None).cast("long")).alias("et__off"),
             F.struct(*[F.col(c) for c in user_cols]).alias(C_REC),
             *[F.col(k).alias(f"et__k{i}") for i, k in enumerate(keys)],
-            *[(F.col(a.column) if a.column else F.lit(None)).alias(f"et__a{i}") for i, a in enumerate(aggregations)],
+            *[(F.col(a.column) if a.column else F.lit(None)).alias(f"et__a{i}") for i, a in enumerate(engine_aggs)],
         )
         tick_signal = None
         if policy.per_partition and df.isStreaming:
@@ -358,6 +356,9 @@ def window_aggregate(
                 # epoch ms -> timestamps, like window_start / window_end
                 c = F.transform(c, lambda b: F.struct(F.timestamp_millis(b["start"]).alias("start"),
                                                       F.timestamp_millis(b["end"]).alias("end"))).alias(MERGED_FROM)
+            elif field.name in finish:  # a Python aggregation over the pane's values (sql_aggregates.py)
+                agg, result_type = finish[field.name]
+                c = F.udf(python_result(agg), result_type)(c).alias(field.name)
             elif field.name == "kind":
                 c = c.alias("kind", metadata={_META: meta})
             elif field.name in _TS_COLUMNS:
@@ -366,8 +367,9 @@ def window_aggregate(
                 c = c.alias(field.name)
             cols.append(c)
         result = raw.select(*cols, out[C_REC].alias(C_REC))
-        # route() runs the operator struct itself and splits it by kind in the tasks (Collect.java)
-        result._eventtime_operator = (raw, spec["output_type"])
+        if not finish:  # (Python aggregations run in this projection, so route() runs it, through toArrow)
+            # route() runs the operator struct itself and splits it by kind in the tasks (Collect.java)
+            result._eventtime_operator = (raw, spec["output_type"])
         return result
 
     return apply
@@ -382,19 +384,3 @@ def _partition_column(schema: T.StructType, partition_col: Optional[str]) -> Col
         return F.col(partition_col)
     return F.col(partition_col).cast("string")
 
-
-def timestamp_ms(column):
-    """An Arrow timestamp column as int64 epoch milliseconds (floored)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    unit = column.type.unit if pa.types.is_timestamp(column.type) else "ms"
-    per_ms = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}[unit]
-    ints = pc.cast(column, pa.int64())
-    if per_ms is None:
-        return pc.multiply(ints, 1000)
-    if per_ms == 1:
-        return ints
-    # floor division (arrow's integer divide truncates towards zero)
-    q = pc.divide(ints, per_ms)
-    return pc.if_else(pc.greater(pc.multiply(q, per_ms), ints), pc.subtract(q, 1), q)

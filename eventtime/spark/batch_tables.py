@@ -12,9 +12,9 @@ from ..core.config import EngineConfig
 from ..core.kinds import INVALID_RECORD, LATE_RECORD, PANE, PARTITION_STATS, RECORD_KINDS
 from ..ops.json_text import keys_json_array, rows_json_array
 from ..ops.monitor import BatchStats, PartitionStats
-from .aggregate import C_REC, MERGED_FROM, timestamp_ms
+from .aggregate import C_REC, MERGED_FROM
 
-__all__ = ["OPERATOR", "shapes", "collector", "sink_tables", "split", "collect", "delay_table", "BatchCounter"]
+__all__ = ["OPERATOR", "shapes", "collector", "sink_tables", "split", "collect", "delay_table", "BatchCounter", "timestamp_ms"]
 
 OPERATOR = "et__out"  # window_aggregate's operator struct (aggregate.py)
 
@@ -178,3 +178,20 @@ class BatchCounter:
             watermark_ms=self.watermark_ms if self.seen_event_time else None,
             partitions=partitions,
         )
+
+
+def timestamp_ms(column):
+    """An Arrow timestamp column as int64 epoch milliseconds (floored)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    unit = column.type.unit if pa.types.is_timestamp(column.type) else "ms"
+    per_ms = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}[unit]
+    ints = pc.cast(column, pa.int64())
+    if per_ms is None:
+        return pc.multiply(ints, 1000)
+    if per_ms == 1:
+        return ints
+    # floor division (arrow's integer divide truncates towards zero)
+    q = pc.divide(ints, per_ms)
+    return pc.if_else(pc.greater(pc.multiply(q, per_ms), ints), pc.subtract(q, 1), q)

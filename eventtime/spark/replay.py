@@ -22,7 +22,8 @@ from typing import Any, Optional, Union
 
 from ..core.kinds import LATE_RECORD
 from ..harness.scenario import Scenario, parse_scenario
-from .aggregate import timestamp_ms, window_aggregate
+from .aggregate import window_aggregate
+from .batch_tables import timestamp_ms
 from .extract import with_event_time
 from .router import route
 

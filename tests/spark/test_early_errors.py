@@ -72,9 +72,11 @@ def test_a_key_named_partition_is_refused_with_what_to_do():
         ({"keys": 5}, TypeError, r"keys must be a column name or a list of column names, got int 5"),
         ({"keys": ["a", "a"]}, ValueError, r"keys must be distinct"),
         (
-            {"aggregations": [eventtime.aggregate("n", "v", create=int, add=lambda a, v: a + 1, merge=lambda a, b: a + b, result=int)]},
+            {"aggregations": [eventtime.aggregate("n", "v", create=list, add=lambda a, v: a + [v], merge=lambda a, b: a + b,
+                                                  result=lambda a: a or None)]},
             ValueError,
-            r"aggregations\[0\] \('n'\) is a user-defined aggregation: the Spark engine runs in the JVM",
+            r"aggregations\[0\] \('n'\) is a Python aggregation: the Spark engine needs the Spark type of its result, "
+            r"and result\(create\(\)\) gives None; pass it to eventtime.aggregate\(..., result_type='bigint'\)",
         ),
         ({"heartbeat_col": 1}, TypeError, r"heartbeat_col must be a column name \(str\) or None, got int 1"),
         ({"window": "1 minute"}, TypeError, r"window must be Tumbling\(...\), Sliding\(...\), Calendar\(...\) or Session\(...\)"),

@@ -80,6 +80,17 @@ SQL_AGGREGATIONS = (
 # which records each pane covers, by the reference model (an independent statement of the rules)
 RIDS = eventtime.aggregate("rids", "rid", create=frozenset, add=lambda acc, v: acc | {v}, merge=lambda a, b: a | b,
                            result=lambda acc: acc)
+# Python aggregations, run by both engines: on Spark over the pane's values kept in state
+PYTHON_AGGREGATIONS = (
+    eventtime.aggregate("py_rids", "rid", create=frozenset, add=lambda acc, v: acc | {v}, merge=lambda a, b: a | b,
+                        result=sorted, result_type="array<bigint>"),
+    # nulls reach add(): the records whose v_dec is null
+    eventtime.aggregate("py_null_dec", "v_dec", create=int, add=lambda n, v: n + (v is None), merge=lambda a, b: a + b,
+                        result=lambda n: n),
+    eventtime.aggregate("py_max_len", "v_str", create=lambda: None, merge=lambda a, b: b if a is None else a if b is None else max(a, b),
+                        add=lambda m, v: m if v is None else len(v) if m is None else max(m, len(v)), result=lambda m: m,
+                        result_type="int"),
+)
 
 
 def _pane_id(pane: dict) -> tuple:
@@ -89,33 +100,42 @@ def _pane_id(pane: dict) -> tuple:
 @settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(sc=typed_scenarios(max_batches=4, max_records=8), session_gap_ms=st.sampled_from([None, None, 1500]))
 def test_each_pane_equals_spark_batch_agg_over_exactly_the_records_it_covers(spark, sc, session_gap_ms):
-    """The engine's panes of Spark SQL aggregations (ON_TIME and LATE, accumulating and
-    discarding, final_only, tumbling, sliding and session windows, late and invalid records
-    among them) against Spark's batch ``groupBy(pane).agg(...)`` over the records the reference
-    model puts in each pane; the panes themselves (which exist, their counts) are the
+    """The engine's panes of Spark SQL aggregations (text and a ``Column``) and Python ones
+    (ON_TIME and LATE, accumulating and discarding, final_only, tumbling, sliding and session
+    windows, late and invalid records among them) against Spark's batch
+    ``groupBy(pane).agg(...)`` over the records the reference model puts in each pane; the
+    panes themselves (which exist, their counts) and the Python aggregations' values are the
     reference model's."""
     from pyspark.sql import functions as F
 
     if session_gap_ms is not None:
         sc = {**sc, "window": {"type": "session", "gap_ms": session_gap_ms}}
 
-    reference = [p for batch in run_reference_typed({**sc, "aggregations": (eventtime.count(), RIDS)})
+    sql_aggregations = (*SQL_AGGREGATIONS, eventtime.agg(F.variance(F.col("v_dbl") * 2), "var_2dbl"))  # a Column
+    reference = [p for batch in run_reference_typed({**sc, "aggregations": (eventtime.count(), RIDS, *PYTHON_AGGREGATIONS)})
                  for p in batch["panes"]]
-    panes = [p for batch in run_spark_typed({**sc, "aggregations": (eventtime.count(), *SQL_AGGREGATIONS)}, spark)
-             for p in batch["panes"]]
+    panes = [p for batch in run_spark_typed(
+        {**sc, "aggregations": (eventtime.count(), *sql_aggregations, *PYTHON_AGGREGATIONS)}, spark) for p in batch["panes"]]
     got = {_pane_id(p): p for p in panes}  # aware datetimes in keys compare by instant
     assert len(got) == len(panes) == len(reference) and all(_pane_id(p) in got for p in reference)
     assert all(got[_pane_id(p)]["count"] == p["count"] == len(p["rids"]) for p in reference)
+    # the Python aggregations: Spark's panes equal the reference model's, values and types
+    wrong = [(a.name, _pane_id(p), got[_pane_id(p)][a.name], p[a.name]) for p in reference for a in PYTHON_AGGREGATIONS
+             if got[_pane_id(p)][a.name] != p[a.name] or type(got[_pane_id(p)][a.name]) is not type(p[a.name])]
+    assert not wrong, wrong
     if not reference:
         return
     schema = ", ".join(f"{name} {ddl}" for name, ddl in TYPED_COLUMNS)
     rows = spark.createDataFrame([r for batch in sc["batches"] for r in batch], schema)
     members = spark.createDataFrame([(i, rid) for i, p in enumerate(reference) for rid in p["rids"]], "pane int, member bigint")
     expected = {r["pane"]: r for r in members.join(rows, members.member == rows.rid).groupBy("pane").agg(
-        *[F.expr(a.expression).alias(a.name) for a in SQL_AGGREGATIONS]).collect()}
-    wrong = [(a.name, _pane_id(p), got[_pane_id(p)][a.name], expected[i][a.name])
-             for i, p in enumerate(reference) for a in SQL_AGGREGATIONS
-             if not _same(got[_pane_id(p)][a.name], expected[i][a.name])]
+        *[F.expr(a.expression).alias(a.name) for a in SQL_AGGREGATIONS], F.variance(F.col("v_dbl") * 2).alias("var_2dbl"),
+        F.sort_array(F.collect_list("rid")).alias("py_rids"), F.count_if(F.col("v_dec").isNull()).alias("py_null_dec"),
+        F.max(F.length("v_str")).alias("py_max_len")).collect()}
+    names = [a.name for a in sql_aggregations] + [a.name for a in PYTHON_AGGREGATIONS]
+    wrong = [(name, _pane_id(p), got[_pane_id(p)][name], expected[i][name])
+             for i, p in enumerate(reference) for name in names
+             if not _same(got[_pane_id(p)][name], expected[i][name])]
     assert not wrong, wrong
 
 
@@ -139,6 +159,33 @@ def test_an_expression_the_engine_cannot_run_is_refused_before_the_query_starts(
                                                     aggregations=[eventtime.agg(expression, "x")]))
     message = str(refused.value)
     assert f"aggregations[0] ('x') cannot run {expression!r}" in message and reason in message, message
+    assert not spark.streams.active
+
+
+def test_python_and_column_aggregations_that_cannot_run_are_refused_before_the_query_starts(spark, tmp_path):
+    from pyspark.sql import functions as F
+
+    schema = ", ".join(f"{name} {ddl}" for name, ddl in TYPED_COLUMNS)
+    (tmp_path / "in").mkdir()
+    events = spark.readStream.schema(schema).parquet(str(tmp_path / "in")).transform(
+        eventtime.with_event_time("ts", unit="ms"))
+    mean = dict(create=lambda: (0, 0), add=lambda a, v: a if v is None else (a[0] + v, a[1] + 1),
+                merge=lambda a, b: (a[0] + b[0], a[1] + b[1]), result=lambda a: a[0] / a[1] if a[1] else None)
+    cases = [
+        (eventtime.aggregate("m", "v_big", **mean),
+         "aggregations[0] ('m') is a Python aggregation: the Spark engine needs the Spark type of its result, and "
+         "result(create()) gives None; pass it to eventtime.aggregate(..., result_type='bigint')"),
+        (eventtime.aggregate("m", "v_big", **mean, result_type="dobule"),
+         "aggregations[0] ('m'): result_type 'dobule' is not a Spark SQL type"),
+        (eventtime.aggregate("m", "no_such", **mean, result_type="double"),
+         "aggregations[0] (udaf 'm') names column 'no_such', which is not in the input"),
+        (eventtime.agg(F.col("v_big") + 1, "x"), "aggregations[0] ('x') cannot run '+(v_big, 1)': it is not one aggregate function call"),
+        (eventtime.agg(F.sum("no_such"), "x"), "aggregations[0] ('x') cannot run 'sum(no_such)': [UNRESOLVED_COLUMN"),
+    ]
+    for agg, message in cases:
+        with pytest.raises(ValueError) as refused:
+            events.transform(eventtime.window_aggregate(["k_str"], eventtime.Tumbling("1 minute"), aggregations=[agg]))
+        assert message in str(refused.value), str(refused.value)
     assert not spark.streams.active
 
 
@@ -183,3 +230,53 @@ def test_the_documented_dashboard_example_runs_as_written(spark):
                           F.count_if(F.col("status") == "error").alias("errors")).collect())
     assert len(got) == 3 and [g[1:] for g in got] == [e[1:] for e in expected]
     assert [g[0].astimezone(dt.timezone.utc) for g in got] == [e[0].replace(tzinfo=dt.timezone.utc) for e in expected]
+
+
+def _register_longest_string(spark, tmp_path) -> None:
+    """Compiles tests/spark/aggregator/LongestString.java (a Java ``Aggregator``), adds its jar
+    to the session and registers it as ``longest_string``, as a user registers theirs."""
+    import os
+    import pathlib
+    import subprocess
+
+    import pyspark
+
+    source = pathlib.Path(__file__).parent / "aggregator" / "LongestString.java"
+    classes = tmp_path / "classes"
+    subprocess.run(["javac", "-d", str(classes), "-cp", os.path.join(pyspark.__path__[0], "jars", "*"), str(source)],
+                   check=True, capture_output=True)
+    jar = tmp_path / "longest.jar"
+    subprocess.run(["jar", "cf", str(jar), "-C", str(classes), "."], check=True, capture_output=True)
+    spark.sql(f"ADD JAR '{jar}'")
+    jvm = spark._jvm
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    aggregator = jvm.java.lang.Class.forName("eventtime_test.LongestString", True, loader).newInstance()
+    spark._jsparkSession.udf().register(
+        "longest_string", jvm.org.apache.spark.sql.functions.udaf(aggregator, jvm.org.apache.spark.sql.Encoders.STRING()))
+
+
+def test_a_registered_java_aggregator_runs_in_windows_as_in_spark_batch_agg(spark, tmp_path):
+    """A Scala/Java ``Aggregator`` registered with ``functions.udaf`` / ``spark.udf.register``
+    (Spark runs it as a typed imperative aggregate): tumbling and sliding panes over several
+    input partitions (map-side partials, slices merged) equal Spark's batch groupBy."""
+    import datetime as dt
+
+    from pyspark.sql import functions as F
+
+    _register_longest_string(spark, tmp_path)
+    utc = dt.timezone.utc
+    rows = [(f"k{i % 3}", None if i % 7 == 0 else "x" * (i * 5 % 11) + chr(97 + i % 26),
+             dt.datetime(2024, 5, 1, tzinfo=utc) + dt.timedelta(seconds=17 * i)) for i in range(300)]
+    events = spark.createDataFrame(rows, "k string, v string, ts timestamp").repartition(4)
+    for window, spark_window in ((eventtime.Tumbling("5 minutes"), F.window("ts", "5 minutes")),
+                                 (eventtime.Sliding("5 minutes", "1 minute"), F.window("ts", "5 minutes", "1 minute"))):
+        out = events.transform(eventtime.with_event_time("ts")).transform(eventtime.window_aggregate(
+            keys=["k"], window=window, aggregations=[eventtime.agg("longest_string(v)", "longest")]))
+        panes = []
+        eventtime.route(out, panes=lambda t, b, q: panes.append(t), progress=False).start(end_of_input=True)
+        got = sorted((r["k"], r["window_start"].astimezone(utc).replace(tzinfo=None), r["longest"])
+                     for t in panes for r in t.to_pylist())
+        expected = sorted((r["k"], r["start"], r["longest"]) for r in events.groupBy(
+            "k", F.to_utc_timestamp(spark_window.start, spark.conf.get("spark.sql.session.timeZone")).alias("start")).agg(
+            F.expr("longest_string(v)").alias("longest")).collect())
+        assert len(got) > 20 and got == expected

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 import eventtime
 from eventtime import EngineConfig, Record, ReferenceEngine
-from eventtime.spark.aggregate import timestamp_ms
+from eventtime.spark.batch_tables import timestamp_ms
 from eventtime.spark.replay import _watermark_ms, wait_for_file
 from eventtime.core.watermark import WatermarkPolicy
 from property_tests.strategies import MAX_FUTURE_MS, NOW_MS, TYPED_COLUMNS

@@ -53,6 +53,8 @@ public final class SqlAggregate implements java.io.Serializable {
   private final Expression result, filter;
   private final ImperativeAggregate imperative;
   private final boolean typed;
+  /** count(DISTINCT x): the set's size, a bigint as Spark's count. */
+  private final boolean distinctCount;
   /** What the function reads, from the record, when it is not the record itself (else null). */
   private final Expression[] project;
   private final StructType projectType;
@@ -67,17 +69,7 @@ public final class SqlAggregate implements java.io.Serializable {
    * 0.95)}) over rows of {@code recordType}, resolved by the active session's analyzer.
    */
   public static SqlAggregate of(String sql, StructType recordType) {
-    SparkSession spark = SparkSession.active();
-    LogicalPlan analyzed;
-    try {
-      analyzed = spark.createDataFrame(new ArrayList<org.apache.spark.sql.Row>(), recordType)
-          .agg(org.apache.spark.sql.functions.expr(sql)).queryExecution().analyzed();
-    } catch (Exception e) {  // Spark's AnalysisException, a checked exception Scala does not declare
-      if (String.valueOf(e.getMessage()).contains("MISSING_GROUP_BY")) {
-        throw new IllegalArgumentException("it is not one aggregate function call (it reads a column outside one)");
-      }
-      throw SqlAggregate.<RuntimeException>rethrow(e);
-    }
+    LogicalPlan analyzed = analyze(empty(recordType), org.apache.spark.sql.functions.expr(sql));
     // functions Spark writes as others at optimization (count_if, bool_and, ...: RuntimeReplaceable)
     analyzed = org.apache.spark.sql.catalyst.optimizer.ReplaceExpressions$.MODULE$.apply(analyzed);
     // ...and the expressions they share (With) computed once per record, in a projection below
@@ -108,6 +100,47 @@ public final class SqlAggregate implements java.io.Serializable {
       project = bind(list, record);
     }
     return new SqlAggregate(sql, (AggregateExpression) body, child.output(), project);
+  }
+
+  /**
+   * The SQL text of {@code column} (a {@code pyspark.sql.Column}'s aggregate) resolved over rows of
+   * {@code recordType}, which {@link #of} reads back as the same aggregate; refused when it does not.
+   */
+  public static String sqlOf(org.apache.spark.sql.Column column, StructType recordType) {
+    var empty = empty(recordType);
+    LogicalPlan analyzed = analyze(empty, column);
+    Expression body = analyzed instanceof Aggregate
+        ? (Expression) (Object) ((Aggregate) analyzed).aggregateExpressions().head() : null;
+    if (body instanceof Alias) body = ((Alias) body).child();
+    if (!(body instanceof AggregateExpression)) {
+      throw new IllegalArgumentException("it is not one aggregate function call");
+    }
+    String sql = body.sql();
+    Expression again = (Expression) (Object) ((Aggregate) analyze(empty, org.apache.spark.sql.functions.expr(sql)))
+        .aggregateExpressions().head();
+    if (again instanceof Alias) again = ((Alias) again).child();
+    if (!again.semanticEquals(body)) {
+      throw new IllegalArgumentException("its SQL text " + sql + " reads back as another expression; write it as text");
+    }
+    return sql;
+  }
+
+  private static org.apache.spark.sql.Dataset<org.apache.spark.sql.Row> empty(StructType recordType) {
+    return SparkSession.active().createDataFrame(new ArrayList<org.apache.spark.sql.Row>(), recordType);
+  }
+
+  /** The analyzed plan of {@code empty.agg(column)}. */
+  private static LogicalPlan analyze(org.apache.spark.sql.Dataset<org.apache.spark.sql.Row> empty,
+      org.apache.spark.sql.Column column) {
+    try {
+      return ((org.apache.spark.sql.classic.Dataset<org.apache.spark.sql.Row>) empty).agg(column)
+          .queryExecution().analyzed();
+    } catch (Exception e) {  // Spark's AnalysisException, a checked exception Scala does not declare
+      if (String.valueOf(e.getMessage()).contains("MISSING_GROUP_BY")) {
+        throw new IllegalArgumentException("it is not one aggregate function call (it reads a column outside one)");
+      }
+      throw SqlAggregate.<RuntimeException>rethrow(e);
+    }
   }
 
   @SuppressWarnings("unchecked")
@@ -171,12 +204,13 @@ public final class SqlAggregate implements java.io.Serializable {
       typed = i instanceof TypedImperativeAggregate;
       eval = i;
     }
-    if (aggregate.isDistinct()) eval = new Size(eval, false);
+    distinctCount = aggregate.isDistinct();
+    if (distinctCount) eval = new Size(eval, false);
     StructType type = new StructType();
     for (Attribute a : buffer) type = type.add(a.name(), a.dataType(), true);
     bufferType = type;
     result = bind(eval, buffer);
-    resultType = result.dataType();
+    resultType = distinctCount ? org.apache.spark.sql.types.DataTypes.LongType : result.dataType();
   }
 
   private static Expression[] noOps(int n) {
@@ -264,7 +298,8 @@ public final class SqlAggregate implements java.io.Serializable {
   /** The aggregate's value over the buffer, in Spark's internal form. */
   public Object eval(InternalRow buffer) {
     ready();
-    return result.eval(buffer);
+    Object value = result.eval(buffer);
+    return distinctCount ? (Object) Long.valueOf((Integer) value) : value;
   }
 
   /** The buffer's bytes (the buffer itself is left as it was). */

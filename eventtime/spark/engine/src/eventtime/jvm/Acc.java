@@ -36,8 +36,7 @@ public final class Acc {
     }
     if (kind == Spec.SQL) {  // value: the record; the function sees every record, nulls its own way
       SqlAggregate sql = spec.sqlAggs[i];
-      if (v == null) v = sql.create();
-      sql.update((org.apache.spark.sql.catalyst.InternalRow) v, spec.internal((org.apache.spark.sql.Row) value));
+      sql.update(buffer(sql), spec.internal((org.apache.spark.sql.Row) value));
       n++;
       return;
     }
@@ -77,6 +76,16 @@ public final class Acc {
     }
   }
 
+  /**
+   * A Spark SQL aggregation's buffer: a new one, or the one its state bytes hold, read now (a
+   * window's buffers are read from the state with the key's, but most are not touched).
+   */
+  private org.apache.spark.sql.catalyst.InternalRow buffer(SqlAggregate sql) {
+    if (v == null) v = sql.create();
+    else if (v instanceof byte[]) v = sql.read((byte[]) v);
+    return (org.apache.spark.sql.catalyst.InternalRow) v;
+  }
+
   /** hi * 2^64 + unsigned lo += x (sign-extended). */
   private void add128(long x) {
     long r = lo + x;
@@ -91,8 +100,7 @@ public final class Acc {
     if (o.n == 0) return;
     if (kind == Spec.SQL) {  // never shares o's buffer: o may be a slice that stays in state
       SqlAggregate sql = spec.sqlAggs[i];
-      if (v == null) v = sql.create();
-      sql.merge((org.apache.spark.sql.catalyst.InternalRow) v, (org.apache.spark.sql.catalyst.InternalRow) o.v);
+      sql.merge(buffer(sql), o.buffer(sql));
       n += o.n;
       return;
     }
@@ -157,7 +165,7 @@ public final class Acc {
     if (kind == Spec.COUNT) return n;
     if (kind == Spec.SQL) {  // over no record: the function's own value of nothing (count: 0)
       SqlAggregate sql = spec.sqlAggs[i];
-      Object value = sql.eval(v == null ? sql.create() : (org.apache.spark.sql.catalyst.InternalRow) v);
+      Object value = sql.eval(v == null ? sql.create() : buffer(sql));
       return org.apache.spark.sql.catalyst.CatalystTypeConverters.convertToScala(value, sql.resultType);
     }
     if (n == 0) return null;
@@ -232,8 +240,8 @@ public final class Acc {
   public void write(Spec spec, int i, Bytes.Out out) {
     out.writeVarLong(n);
     if (n == 0) return;
-    if (spec.kinds[i] == Spec.SQL) {
-      out.writeValue(spec.sqlAggs[i].write((org.apache.spark.sql.catalyst.InternalRow) v));
+    if (spec.kinds[i] == Spec.SQL) {  // a buffer read and not touched since: its bytes as they were
+      out.writeValue(v instanceof byte[] ? v : spec.sqlAggs[i].write((org.apache.spark.sql.catalyst.InternalRow) v));
       return;
     }
     switch (spec.kinds[i]) {
@@ -264,8 +272,8 @@ public final class Acc {
     Acc a = new Acc();
     a.n = in.readVarLong();
     if (a.n == 0) return a;
-    if (spec.kinds[i] == Spec.SQL) {
-      a.v = spec.sqlAggs[i].read((byte[]) in.readValue());
+    if (spec.kinds[i] == Spec.SQL) {  // read into a buffer when it is first used (buffer())
+      a.v = in.readValue();
       return a;
     }
     switch (spec.kinds[i]) {

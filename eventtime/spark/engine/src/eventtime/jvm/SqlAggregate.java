@@ -8,11 +8,11 @@ import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.BindReferences;
 import org.apache.spark.sql.catalyst.expressions.Expression;
-import org.apache.spark.sql.catalyst.expressions.InterpretedMutableProjection;
 import org.apache.spark.sql.catalyst.expressions.JoinedRow;
 import org.apache.spark.sql.catalyst.expressions.MutableProjection;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.Size;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.SpecificInternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
@@ -49,6 +49,7 @@ public final class SqlAggregate implements java.io.Serializable {
   public final DataType resultType;
   /** The buffer as it is written (a typed imperative function's object as its bytes). */
   final StructType bufferType;
+  private final DataType[] bufferFields;
   private final Expression[] initial, update, merge;
   private final Expression result, filter;
   private final ImperativeAggregate imperative;
@@ -209,6 +210,8 @@ public final class SqlAggregate implements java.io.Serializable {
     StructType type = new StructType();
     for (Attribute a : buffer) type = type.add(a.name(), a.dataType(), true);
     bufferType = type;
+    bufferFields = new DataType[type.size()];
+    for (int f = 0; f < bufferFields.length; f++) bufferFields[f] = type.fields()[f].dataType();
     result = bind(eval, buffer);
     resultType = distinctCount ? org.apache.spark.sql.types.DataTypes.LongType : result.dataType();
   }
@@ -244,8 +247,9 @@ public final class SqlAggregate implements java.io.Serializable {
     }
   }
 
+  /** Spark's generated code for the expressions (its interpreted projection where it cannot generate). */
   private static MutableProjection projection(Expression[] exprs) {
-    return InterpretedMutableProjection.createProjection(CollectionConverters.asScala(List.of(exprs)).toSeq());
+    return MutableProjection.create(CollectionConverters.asScala(List.of(exprs)).toSeq());
   }
 
   private void ready() {
@@ -269,7 +273,8 @@ public final class SqlAggregate implements java.io.Serializable {
   /** A new, empty buffer. */
   public InternalRow create() {
     ready();
-    SpecificInternalRow buffer = new SpecificInternalRow(bufferType);
+    // a generic row: cheaper to make than a SpecificInternalRow, and a window makes many
+    GenericInternalRow buffer = new GenericInternalRow(bufferFields.length);
     initialProjection.target(buffer).apply(InternalRow.empty());
     if (imperative != null) imperative.initialize(buffer);
     return buffer;
@@ -318,9 +323,15 @@ public final class SqlAggregate implements java.io.Serializable {
     ready();
     UnsafeRow written = new UnsafeRow(bufferType.size());
     written.pointTo(bytes, bytes.length);
-    InternalRow buffer = create();
-    if (imperative != null) imperative.merge(buffer, written);  // a typed one deserializes the input
-    else mergeProjection.target(buffer).apply(joined.apply(buffer, written));
+    GenericInternalRow buffer = new GenericInternalRow(bufferFields.length);
+    if (typed) {  // the object, deserialized (as merging into a new buffer would, without making one)
+      TypedImperativeAggregate<?> t = (TypedImperativeAggregate<?>) imperative;
+      buffer.update(0, t.deserialize(written.getBinary(0)));
+      return buffer;
+    }
+    for (int i = 0; i < bufferFields.length; i++) {  // the values as they are (the bytes are this buffer's own)
+      buffer.update(i, written.isNullAt(i) ? null : written.get(i, bufferFields[i]));
+    }
     return buffer;
   }
 }

@@ -280,3 +280,56 @@ def test_a_registered_java_aggregator_runs_in_windows_as_in_spark_batch_agg(spar
             "k", F.to_utc_timestamp(spark_window.start, spark.conf.get("spark.sql.session.timeZone")).alias("start")).agg(
             F.expr("longest_string(v)").alias("longest")).collect())
         assert len(got) > 20 and got == expected
+
+
+def test_sketches_on_large_windows_keep_to_their_documented_error_against_the_exact_value(spark):
+    """approx_count_distinct (HyperLogLog++, relative standard deviation ``rsd``) and
+    percentile_approx (rank error at most 1/accuracy) over windows of up to 200 k records, merged
+    across input partitions and sliding-window slices: each pane is Spark's own batch result
+    of the same function, and within the function's documented error of the exact value."""
+    from pyspark.sql import functions as F
+
+    n = 400_000
+    events = spark.range(n, numPartitions=4).select(
+        (F.col("id") % 2).cast("string").alias("k"),
+        # ~n/3 distinct users, skewed; latencies with a long tail
+        ((F.col("id") * 7919) % (n // 3)).alias("user_id"),
+        (F.pow(F.rand(7), 3) * 10_000).alias("latency_ms"),
+        F.timestamp_millis(F.lit(1_700_000_000_000) + (F.col("id") * 13) % 7_200_000).alias("ts"))
+    sketches = [eventtime.agg("approx_count_distinct(user_id)", "users_05"),
+                eventtime.agg("approx_count_distinct(user_id, 0.01)", "users_01"),
+                eventtime.agg("percentile_approx(latency_ms, 0.95, 1000)", "p95"),
+                eventtime.agg("count(DISTINCT user_id)", "users")]
+    out = events.transform(eventtime.with_event_time("ts")).transform(eventtime.window_aggregate(
+        keys=["k"], window=eventtime.Sliding("1 hour", "30 minutes"), aggregations=[eventtime.count(), *sketches]))
+    panes = []
+    eventtime.route(out, panes=lambda t, b, q: panes.append(t), progress=False).start(end_of_input=True)
+    got = {(r["k"], r["window_start"]): r for t in panes for r in t.to_pylist()}
+    assert len(got) == 2 * 5 and sum(r["count"] > 100_000 for r in got.values()) >= 4  # (the edges are partial windows)
+    windowed = events.withColumn("w", F.window("ts", "1 hour", "30 minutes")).select("k", F.col("w.start").alias("start"),
+                                                                                    "user_id", "latency_ms")
+    hll = [a for a in sketches if a.expression.startswith("approx_count_distinct")]
+    # (one query each: Spark plans a distinct count beside other aggregates with an Expand, 15x slower)
+    spark_rows = {(r["k"], r["start"]): r for r in windowed.groupBy("k", "start").agg(
+        *[F.expr(a.expression).alias(a.name) for a in hll]).collect()}
+    exact_rows = {(r["k"], r["start"]): r["users"] for r in windowed.groupBy("k", "start").agg(
+        F.count_distinct("user_id").alias("users")).collect()}
+    import zoneinfo
+
+    local = zoneinfo.ZoneInfo(spark.conf.get("spark.sql.session.timeZone"))
+    at = {(k, start.astimezone(local).replace(tzinfo=None)): pane for (k, start), pane in got.items()}
+    p95 = spark.createDataFrame([(k, start, pane["p95"]) for (k, start), pane in at.items()], "k string, start timestamp, p95 double")
+    rank = {(r["k"], r["start"]): r["below"] for r in windowed.join(p95, ["k", "start"]).groupBy("k", "start").agg(
+        (F.count_if(F.col("latency_ms") <= F.col("p95")) / F.count("*")).alias("below")).collect()}
+    errors = {"users_05": [], "users_01": [], "p95_rank": []}
+    for window, pane in at.items():
+        assert [pane[a.name] for a in hll] == [spark_rows[window][a.name] for a in hll]  # Spark's own result
+        exact = pane["users"]
+        assert exact == exact_rows[window]
+        errors["users_05"].append(abs(pane["users_05"] - exact) / exact)
+        errors["users_01"].append(abs(pane["users_01"] - exact) / exact)
+        errors["p95_rank"].append(abs(rank[window] - 0.95))
+    # HyperLogLog++'s rsd is a standard deviation: three of them bound every window here
+    assert max(errors["users_05"]) <= 3 * 0.05 and max(errors["users_01"]) <= 3 * 0.01, errors
+    assert max(errors["p95_rank"]) <= 1 / 1000, errors  # percentile_approx: rank error <= 1/accuracy
+    print("sketch errors (max):", {name: round(max(e), 5) for name, e in errors.items()})

@@ -10,7 +10,8 @@ INPUT_DIR OUTPUT_DIR`` -- runs it locally.) Reads JSON lines (``user_id``, ``amo
 ``ts`` in epoch ms, ``partition``, ``offset``, ``heartbeat``; ``eventtime demo`` writes such
 files to ``demo-output/input``) from INPUT_DIR one file per micro-batch, counts, sums and
 maxes ``amount`` per user in 1-minute windows with 10 s of out-of-orderness and 3 minutes
-of allowed lateness, and writes the panes and the late / invalid records to the Delta
+of allowed lateness (with two Spark SQL aggregations run by the engine and a Python one run
+on the executors' Python workers), and writes the panes and the late / invalid records to the Delta
 tables ``OUTPUT_DIR/results`` and ``OUTPUT_DIR/late``, with the query's checkpoint in
 ``OUTPUT_DIR/checkpoint``. It runs until every file present is processed (``availableNow``);
 run again, it resumes from the checkpoint.
@@ -71,7 +72,11 @@ def main(input_dir: str, output_dir: str) -> int:
             window=eventtime.Tumbling("1 minute"),
             allowed_lateness="3 minutes",
             aggregations=[eventtime.count(), eventtime.sum("amount", name="amount"),
-                          eventtime.max("amount", name="max_amount")],
+                          eventtime.max("amount", name="max_amount"),
+                          eventtime.agg("count(DISTINCT amount)", "distinct_amounts"),
+                          eventtime.agg("approx_count_distinct(amount)", "approx_amounts"),
+                          eventtime.aggregate("big_orders", "amount", create=int, add=lambda n, v: n + (v is not None and v >= 50),
+                                              merge=lambda a, b: a + b, result=lambda n: n)],
             partition_col="partition",
             offset_col="offset",
             heartbeat_col="heartbeat",

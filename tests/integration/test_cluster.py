@@ -205,6 +205,40 @@ def test_job_on_the_cluster_equals_the_local_run(cluster, work, input_dir, local
     assert_same_tables(tables(out), local_run, "cluster run")
 
 
+def test_sql_and_python_aggregations_equal_the_input_less_the_late_records(local_run, input_dir, work):
+    """The job's Spark SQL aggregations (exact and approximate distinct counts, run by the
+    engine) and its Python one (run by the Python workers) in each window's latest pane equal
+    the same functions over the input records of that user and window that are not in the
+    late table (the cluster runs equal this run: the tests above)."""
+    from deltalake import DeltaTable
+
+    from eventtime.sinks import snapshot_dataset
+
+    late = snapshot_dataset(DeltaTable(str(work / "local" / "late"))).to_table().to_pylist()
+    left_out = {(r["partition"], r["offset"]) for r in late}
+    windows: dict = {}
+    for path in sorted(input_dir.glob("batch-*.json")):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            if row["heartbeat"] or (str(row["partition"]), row["offset"]) in left_out:
+                continue
+            start = int(row["ts"]) // 60_000 * 60_000
+            windows.setdefault((row["user_id"], start), []).append(row["amount"])
+    panes = snapshot_dataset(DeltaTable(str(work / "local" / "results"))).to_table().to_pylist()
+    latest: dict = {}
+    for pane in panes:
+        window = (pane["user_id"], int(pane["window_start"].timestamp() * 1000))
+        if window not in latest or pane["pane_index"] > latest[window]["pane_index"]:
+            latest[window] = pane
+    assert set(latest) == set(windows) and len(latest) > 100
+    wrong = [(w, p["count"], p["distinct_amounts"], p["approx_amounts"], p["big_orders"], windows[w])
+             for w, p in latest.items()
+             if (p["count"], p["distinct_amounts"], p["big_orders"]) != (
+                 len(windows[w]), len({a for a in windows[w] if a is not None}), sum(a is not None and a >= 50 for a in windows[w]))
+             or abs(p["approx_amounts"] - p["distinct_amounts"]) > max(1, 0.15 * p["distinct_amounts"])]
+    assert not wrong, wrong[:3]
+
+
 def test_executor_killed_mid_stream_loses_and_duplicates_nothing(cluster, work, input_dir, local_run):
     out, events = work / "killed", work / "events-killed"
     commits, offsets = out / "checkpoint" / "commits", out / "checkpoint" / "offsets"

@@ -54,6 +54,17 @@ pytestmark = pytest.mark.spark
 # the pipeline (the test process runs it in its session; the crash test in a process of its own)
 
 
+def _amount_bands():
+    import eventtime
+
+    return eventtime.aggregate("amount_bands", "amount", create=frozenset,
+                               add=lambda acc, v: acc if v is None else acc | {int(v // 50)},
+                               merge=lambda a, b: a | b, result=sorted, result_type="array<int>")
+
+
+AMOUNT_BANDS = _amount_bands()
+
+
 def pipeline(spark, input_dir: str, out: str, engine: str = "auto"):
     """examples/streaming_job.py's shape on the demo stream: with_event_time -> window_aggregate
     -> route into the three Delta sinks under ``out``."""
@@ -68,7 +79,9 @@ def pipeline(spark, input_dir: str, out: str, engine: str = "auto"):
     )
     out_df = events.transform(eventtime.window_aggregate(
         keys=["user_id"], window=eventtime.Tumbling("1 minute"), allowed_lateness="3 minutes",
-        aggregations=[eventtime.count(), eventtime.sum("amount"), eventtime.max("amount")],
+        aggregations=[eventtime.count(), eventtime.sum("amount"), eventtime.max("amount"),
+                      eventtime.agg("count(DISTINCT amount)", "distinct_amounts"),  # a Spark SQL aggregation
+                      AMOUNT_BANDS],  # a Python one, with an array result
         partition_col="partition", offset_col="offset", heartbeat_col="heartbeat",
     ))
     return eventtime.route(

@@ -238,6 +238,41 @@ def test_installed_demo_without_javac(installed):
     assert "sessions per user_id" in done.stdout and "calendar days per user_id" in done.stdout
 
 
+_DASHBOARD = r"""
+import datetime as dt, json, re, sys
+import eventtime
+from pyspark.sql import functions as F
+
+code = [b for b in re.findall(r"```python\n(.*?)```", open(sys.argv[1]).read(), re.S) if b.startswith("dashboard = ")][0]
+spark = eventtime.local_session()
+utc = dt.timezone.utc
+rows = [("home" if i % 3 else "cart", f"u{i % 7}", float(i * 13 % 97), "error" if i % 5 == 0 else "ok",
+         dt.datetime(2024, 5, 1, 10, tzinfo=utc) + dt.timedelta(minutes=37 * i)) for i in range(80)]
+raw = spark.createDataFrame(rows, "page string, user_id string, latency_ms double, status string, event_ts timestamp")
+scope = {"eventtime": eventtime, "events": raw.transform(eventtime.with_event_time("event_ts"))}
+exec(code, scope)
+panes = []
+eventtime.route(scope["dashboard"], panes=lambda t, b, q: panes.append(t), progress=False).start(end_of_input=True)
+got = sorted((r["page"], r["count"], r["users"], r["p95_latency_ms"], r["last_status"]) for t in panes for r in t.to_pylist())
+day = F.window(F.from_utc_timestamp("event_ts", "Asia/Shanghai"), "1 day").start
+expected = sorted((r["page"], r["n"], r["users"], r["p95"], r["last"]) for r in raw.groupBy("page", day).agg(
+    F.count("*").alias("n"), F.countDistinct("user_id").alias("users"), F.percentile_approx("latency_ms", 0.95).alias("p95"),
+    F.max_by("status", "event_ts").alias("last")).collect())
+spark.stop()
+print("RESULT " + json.dumps({"panes": len(got), "equal": got == expected}))
+"""
+
+
+def test_installed_wheel_runs_the_readme_dashboard(installed, tmp_path):
+    """Spark SQL aggregations (SqlAggregate in the packaged jar) from the installed wheel:
+    the README's dashboard as written, equal to Spark's batch groupBy."""
+    script = tmp_path / "dashboard.py"
+    script.write_text(_DASHBOARD)
+    done = _run([installed["python"], script, REPO / "README.md"], env=installed["env"], cwd=installed["cwd"], timeout=600)
+    result = json.loads(done.stdout.split("RESULT ", 1)[1])
+    assert result == {"panes": 6, "equal": True}, done.stdout[-3000:]
+
+
 _REFUSAL = r"""
 import json, sys
 from pyspark.sql import SparkSession

@@ -99,3 +99,15 @@ def test_a_changed_sql_expression_under_the_same_name_is_refused(tmp_path):
         check_and_store(str(tmp_path), fp(aggregations=(eventtime.count(), eventtime.agg("approx_count_distinct(ms)", "p"))))
     # the built-ins' stored shape is unchanged: checkpoints written before resume
     assert fp()["aggregations"] == [["count", "count", None], ["sum", "sum_amount", "amount"]]
+
+
+def test_an_added_aggregation_is_refused_with_what_to_do(tmp_path):
+    """Each window's state holds one buffer per aggregation, laid out in order: a pipeline that
+    adds one cannot resume the kept windows (docs/usage.md, "Spark SQL aggregations")."""
+    check_and_store(str(tmp_path), fp())
+    added = (eventtime.count(), eventtime.sum("amount"), eventtime.agg("approx_count_distinct(user_id)", "users"))
+    with pytest.raises(IncompatibleRestartError) as refused:
+        check_and_store(str(tmp_path), fp(aggregations=added))
+    text = str(refused.value)
+    assert "Changed: aggregations: " in text and "approx_count_distinct(user_id)" in text, text
+    assert "Restore the old configuration, or start from a new checkpoint (and new tables) explicitly." in text

@@ -13,6 +13,9 @@ in one process, engines alternating:
   and their ratio.
 * ``DISTINCT``: exact ``count(DISTINCT amount)``, which Spark's streaming aggregation refuses,
   beside eventtime's ``approx_count_distinct(amount)``: wall time and checkpoint bytes.
+* ``PYTHON``: the same distinct count as a Python aggregation (``eventtime.aggregate``: the
+  window's values kept in state, Python run over each fired pane) beside the Spark SQL one:
+  what running Python on Spark costs.
 
 Every run's panes are also checked: both engines emit the same windows, and the exact
 distinct counts are within the sketch's bound of the approximate ones.
@@ -69,12 +72,18 @@ def _native(spark, data: str, checkpoint: str, files: int, expressions) -> dict:
 def _eventtime(spark, data: str, checkpoint: str, files: int, expressions) -> dict:
     import eventtime
 
+    def aggregation(e, n):
+        if e == "python distinct":
+            return eventtime.aggregate(n, "amount", create=frozenset, add=lambda acc, v: acc | {v}, merge=lambda a, b: a | b,
+                                       result=lambda acc: len(acc - {None}))
+        return eventtime.agg(e, n)
+
     src = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(data)
     events = src.transform(eventtime.with_event_time("ts", unit="ms", max_out_of_orderness=B_MS, min_valid="2020-01-01",
                                                      max_future="3650 days"))
     out = events.transform(eventtime.window_aggregate(
         keys=["key"], window=eventtime.Tumbling("1 minute"), allowed_lateness=L_MS,
-        aggregations=[eventtime.agg(e, n) for e, n in zip(expressions, NAMES)], partition_col="part", heartbeat_col="hb"))
+        aggregations=[aggregation(e, n) for e, n in zip(expressions, NAMES)], partition_col="part", heartbeat_col="hb"))
     seen = {"panes": 0, "late": 0, "windows": set(), "values": {}}
 
     def panes(table, batch_id, query_id):
@@ -115,8 +124,10 @@ def main(argv=None) -> int:
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1, help="uncounted rounds (each engine and setting once) first")
+    parser.add_argument("--sections", default="sketch,distinct,python")
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)
+    sections = args.sections.split(",")
 
     from eventtime.spark import local_session
 
@@ -132,6 +143,24 @@ def main(argv=None) -> int:
     generate(data, args.rows, args.batches, args.keys)
     files = args.batches + 1
     rounds = (("native", 2), ("eventtime", 2), ("native", 4))
+    lines = []
+    if "sketch" in sections:
+        lines.append(_sketch(spark, args, data, work, files, rounds))
+    if "distinct" in sections:
+        lines.append(_distinct(spark, args, data, work, files))
+    if "python" in sections:
+        lines.append(_python(spark, args, data, work, files))
+    print()
+    print(f"rows={args.rows} keys={args.keys} batches={args.batches} repeat={args.repeat}")
+    for line in lines:
+        print(line)
+    spark.stop()
+    if args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def _sketch(spark, args, data, work, files, rounds) -> str:
     for _ in range(args.warmup):
         for engine, partitions in rounds:
             _run(spark, engine, partitions, data, work, files, SKETCH)
@@ -146,7 +175,7 @@ def main(argv=None) -> int:
     first = {r["engine"]: r["windows"] for r in runs}
     best = min(("native-2", "native-4"), key=lambda k: min(walls[k]))
     native, et = walls[best], walls["eventtime"]
-    lines = [
+    return (
         f"[SKETCH] {', '.join(SKETCH)} per key, 1-minute tumbling: native ({best}) min {min(native):.1f}s median "
         f"{statistics.median(native):.1f}s (runs {native}; other setting {walls['native-4' if best == 'native-2' else 'native-2']})  "
         f"eventtime min {min(et):.1f}s median {statistics.median(et):.1f}s (runs {et})  ratio eventtime/native: min "
@@ -154,28 +183,36 @@ def main(argv=None) -> int:
         f"windows: eventtime {len(first['eventtime'])}, native {len(first['native'])} "
         f"({'each engine the same in every run' if all(same.values()) else f'DIFFERENT between runs of one engine: {same}'}; "
         f"only native's: {len(first['native'] - first['eventtime'])}, only eventtime's: "
-        f"{len(first['eventtime'] - first['native'])}; eventtime's late table: {runs[1]['late']} records)"]
+        f"{len(first['eventtime'] - first['native'])}; eventtime's late table: {runs[1]['late']} records)")
 
+
+def _distinct(spark, args, data, work, files) -> str:
     exact, approx = [], []
     for _ in range(args.repeat):
         approx.append(_run(spark, "eventtime", 2, data, work, files, ("approx_count_distinct(amount)",)))
         exact.append(_run(spark, "eventtime", 2, data, work, files, ("count(DISTINCT amount)",)))
     errors = [abs(approx[0]["values"][w] - n) / n for w, n in exact[0]["values"].items() if n]
-    lines.append(
+    return (
         f"[DISTINCT] per key, 1-minute tumbling, eventtime only (Spark's streaming aggregation refuses count(DISTINCT)): "
         f"exact count(DISTINCT amount) median {statistics.median(r['wall_s'] for r in exact):.1f}s, checkpoint "
         f"{statistics.median(r['checkpoint_bytes'] for r in exact) / 1e6:.1f} MB; approx_count_distinct(amount) median "
         f"{statistics.median(r['wall_s'] for r in approx):.1f}s, checkpoint "
         f"{statistics.median(r['checkpoint_bytes'] for r in approx) / 1e6:.1f} MB; over {len(errors)} windows the sketch's "
         f"relative error: median {statistics.median(errors):.4f}, max {max(errors):.4f} (its documented rsd 0.05)")
-    print()
-    print(f"rows={args.rows} keys={args.keys} batches={args.batches} repeat={args.repeat}")
-    for line in lines:
-        print(line)
-    spark.stop()
-    if args.workdir is None:
-        shutil.rmtree(work, ignore_errors=True)
-    return 0
+
+
+def _python(spark, args, data, work, files) -> str:
+    sql, python = [], []
+    for _ in range(args.repeat):
+        sql.append(_run(spark, "eventtime", 2, data, work, files, ("count(DISTINCT amount)",)))
+        python.append(_run(spark, "eventtime", 2, data, work, files, ("python distinct",)))
+    same = sql[0]["values"] == python[0]["values"]
+    t_sql, t_py = statistics.median(r["wall_s"] for r in sql), statistics.median(r["wall_s"] for r in python)
+    return (f"[PYTHON] distinct amounts per key, 1-minute tumbling: Spark SQL count(DISTINCT amount) median {t_sql:.1f}s, "
+            f"checkpoint {statistics.median(r['checkpoint_bytes'] for r in sql) / 1e6:.1f} MB; the same as a Python "
+            f"aggregation median {t_py:.1f}s ({t_py / t_sql:.2f}x), checkpoint "
+            f"{statistics.median(r['checkpoint_bytes'] for r in python) / 1e6:.1f} MB; values "
+            f"{'equal in every window' if same else 'DIFFERENT'}")
 
 
 if __name__ == "__main__":

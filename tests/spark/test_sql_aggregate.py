@@ -139,6 +139,23 @@ def test_each_pane_equals_spark_batch_agg_over_exactly_the_records_it_covers(spa
     assert not wrong, wrong
 
 
+@settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(sc=typed_scenarios(max_batches=3, max_records=8))
+def test_buffers_resume_from_the_checkpoint_after_a_restart(spark, sc):
+    """The Spark SQL buffers and the Python aggregations' values kept in state, read back by a
+    query started again from the checkpoint after every batch: the same panes as one
+    uninterrupted query."""
+    sc = {**sc, "aggregations": (eventtime.count(), *SQL_AGGREGATIONS, *PYTHON_AGGREGATIONS)}
+    straight = run_spark_typed(sc, spark)
+    restarted = run_spark_typed(sc, spark, restart=True)
+    names = ["count", *[a.name for a in SQL_AGGREGATIONS], *[a.name for a in PYTHON_AGGREGATIONS]]
+    for one, other in zip(straight, restarted):
+        a, b = {_pane_id(p): p for p in one["panes"]}, {_pane_id(p): p for p in other["panes"]}
+        assert set(a) == set(b)
+        wrong = [(pane, n, a[pane][n], b[pane][n]) for pane in a for n in names if not _same(a[pane][n], b[pane][n])]
+        assert not wrong, wrong
+
+
 @pytest.mark.parametrize("expression, reason", [
     ("v_big + 1", "not one aggregate function call"),
     ("sum(no_such_column)", "no_such_column"),

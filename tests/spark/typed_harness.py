@@ -154,6 +154,18 @@ class SparkTypedRunner:
         self.dir = tempfile.mkdtemp(prefix="eventtime-typed-")
         self.src = os.path.join(self.dir, "source")
         os.makedirs(self.src)
+        self._steps = (between, after)
+        self._pipeline = "typed_" + uuid.uuid4().hex[:8]
+        self._start()
+        self._batch = 0
+
+    def restart(self) -> None:
+        """Stops the query and starts it again from its checkpoint, as a new process would."""
+        self.query.stop()
+        self._start()
+
+    def _start(self) -> None:
+        sc, spark, (between, after) = self.sc, self.spark, self._steps
         cfg = config_of(sc)
         ddl = ", ".join(f"{name} {t}" for name, t in TYPED_COLUMNS)
         stream = spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1).parquet(self.src)
@@ -176,9 +188,8 @@ class SparkTypedRunner:
         self._panes: list = []
         self._records: list = []
         self.router = eventtime.route(out, panes=lambda t, b, q: self._panes.append(t),
-                                      late=lambda t, b, q: self._records.append(t), pipeline="typed_" + uuid.uuid4().hex[:8])
+                                      late=lambda t, b, q: self._records.append(t), pipeline=self._pipeline)
         self.query = self.router.start(checkpoint=os.path.join(self.dir, "checkpoint"))
-        self._batch = 0
 
     def run_batch(self, rows: list[dict]) -> dict:
         i = self._batch
@@ -258,10 +269,17 @@ def render_records(tables: list, keys: tuple) -> list[dict]:
     return out
 
 
-def run_spark_typed(sc: dict, spark, between=None, after=None) -> list[dict]:
+def run_spark_typed(sc: dict, spark, between=None, after=None, restart: bool = False) -> list[dict]:
+    """The scenario's batches in one streaming query; with ``restart`` the query is stopped and
+    started again from its checkpoint after every batch."""
     runner = SparkTypedRunner(sc, spark, between, after)
     try:
-        return [runner.run_batch(batch) for batch in sc["batches"]]
+        out = []
+        for i, batch in enumerate(sc["batches"]):
+            if restart and i:
+                runner.restart()
+            out.append(runner.run_batch(batch))
+        return out
     finally:
         runner.close()
 

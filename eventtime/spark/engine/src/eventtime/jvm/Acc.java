@@ -36,7 +36,9 @@ public final class Acc {
     }
     if (kind == Spec.SQL) {  // value: the record; the function sees every record, nulls its own way
       SqlAggregate sql = spec.sqlAggs[i];
-      sql.update(buffer(sql), spec.internal((org.apache.spark.sql.Row) value));
+      // the record as Spark's internal row: from the generated code already, or converted from a Row
+      sql.update(buffer(sql), value instanceof org.apache.spark.sql.catalyst.InternalRow
+          ? (org.apache.spark.sql.catalyst.InternalRow) value : spec.internal((org.apache.spark.sql.Row) value));
       n++;
       return;
     }

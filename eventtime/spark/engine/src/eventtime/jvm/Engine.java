@@ -53,17 +53,22 @@ public final class Engine {
    * row, the record nulled where it is not needed.
    */
   static Dataset<Row> mapInput(Dataset<Row> input, Spec spec) {
-    // a Spark SQL aggregation folds the record itself: every row reaches the Mapper with it
-    if (spec.hasSql) return input;
     StructType schema = input.schema();
     int nk = spec.keyFields.length, na = spec.aggKinds.length;
+    // a Spark SQL aggregation reads the record itself (Spark's internal row in the generated
+    // code); without the fold there, every row reaches the Mapper with its record
+    Dataset<Row> unfolded = spec.hasSql ? input : withoutFoldedRecords(input, spec);
     Column[] columns = new Column[nk + na];
     for (int i = 0; i < nk + na; i++) {
+      if (i >= nk && spec.aggFields[i - nk] == Spec.RECORD) {
+        columns[i] = input.col(schema.fields()[Layout.IN_REC].name());
+        continue;
+      }
       org.apache.spark.sql.types.StructField f = schema.fields()[Layout.IN_K0 + i];
-      if (!plain(f.dataType())) return withoutFoldedRecords(input, spec);
+      if (!plain(f.dataType())) return unfolded;
       columns[i] = input.col(f.name());
     }
-    if (!plain(schema.fields()[Layout.IN_PART].dataType())) return withoutFoldedRecords(input, spec);
+    if (!plain(schema.fields()[Layout.IN_PART].dataType())) return unfolded;
     return input.filter(functions.not(FoldExpression.column(
         spec, input.col("et__ms"), input.col("et__cls"), input.col("et__part"), columns)));
   }

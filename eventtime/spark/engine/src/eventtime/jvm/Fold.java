@@ -3,6 +3,7 @@ package eventtime.jvm;
 import java.util.HashMap;
 import java.util.Map;
 import org.apache.spark.TaskContext;
+import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.unsafe.types.UTF8String;
 
@@ -59,10 +60,18 @@ public final class Fold implements java.io.Serializable {
     if (cls != Layout.DATA || !task.foldable(time)) return false;
     task.count(partition(partition), cls, time);
     int nk = spec.keyFields.length;
+    Object record = null, copy = null;
     for (int i = 0; i < values.length; i++) {
       Object v = values[i];
       if (v instanceof Decimal) values[i] = ((Decimal) v).toJavaBigDecimal();
       else if (i >= nk && v instanceof UTF8String) values[i] = v.toString();
+      else if (v instanceof InternalRow) {  // the record, for the Spark SQL aggregations: a copy
+        if (v != record) {  // (the generated code reuses its buffer for the next row), once
+          record = v;
+          copy = ((InternalRow) v).copy();
+        }
+        values[i] = copy;
+      }
     }
     task.fold(values, 0, ms);
     return true;

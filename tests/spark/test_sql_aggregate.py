@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import eventtime
-from property_tests.strategies import TYPED_COLUMNS, typed_rows, typed_scenarios
+from property_tests.strategies import MAX_FUTURE_MS, NOW_MS, TYPED_COLUMNS, typed_rows, typed_scenarios
 from typed_harness import run_reference_typed, run_spark_typed
 
 pytestmark = pytest.mark.spark
@@ -93,12 +93,17 @@ PYTHON_AGGREGATIONS = (
 )
 
 
+def _dense(sc: dict) -> bool:
+    """Scenarios of several batches and records (so that panes are many)."""
+    return len(sc["batches"]) >= 3 and sum(len(b) for b in sc["batches"]) >= 18
+
+
 def _pane_id(pane: dict) -> tuple:
     return pane["key"], pane["window_start"], pane["window_end"], pane["timing"], pane["index"]
 
 
 @settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-@given(sc=typed_scenarios(max_batches=4, max_records=8), session_gap_ms=st.sampled_from([None, None, 1500]))
+@given(sc=typed_scenarios(max_batches=4, max_records=12).filter(_dense), session_gap_ms=st.sampled_from([None, None, 1500]))
 def test_each_pane_equals_spark_batch_agg_over_exactly_the_records_it_covers(spark, sc, session_gap_ms):
     """The engine's panes of Spark SQL aggregations (text and a ``Column``) and Python ones
     (ON_TIME and LATE, accumulating and discarding, final_only, tumbling, sliding and session
@@ -140,13 +145,16 @@ def test_each_pane_equals_spark_batch_agg_over_exactly_the_records_it_covers(spa
     print(f"panes compared with Spark's batch groupBy: {len(reference)} x {len(names)} aggregations, 0 different")
 
 
-@settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-@given(sc=typed_scenarios(max_batches=3, max_records=8))
+@settings(max_examples=2, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(sc=typed_scenarios(max_batches=4, max_records=12).filter(_dense))
 def test_buffers_resume_from_the_checkpoint_after_a_restart(spark, sc):
     """The Spark SQL buffers and the Python aggregations' values kept in state, read back by a
     query started again from the checkpoint after every batch: the same panes as one
     uninterrupted query."""
-    sc = {**sc, "aggregations": (eventtime.count(), *SQL_AGGREGATIONS, *PYTHON_AGGREGATIONS)}
+    # a last batch of one heartbeat far ahead fires every window still held (its buffers resumed)
+    flush = {name: None for name, _ in TYPED_COLUMNS} | {"rid": 10**6, "hb": True, "ts": NOW_MS + MAX_FUTURE_MS}
+    sc = {**sc, "aggregations": (eventtime.count(), *SQL_AGGREGATIONS, *PYTHON_AGGREGATIONS),
+          "batches": [*sc["batches"], [flush]]}
     straight = run_spark_typed(sc, spark)
     restarted = run_spark_typed(sc, spark, restart=True)
     names = ["count", *[a.name for a in SQL_AGGREGATIONS], *[a.name for a in PYTHON_AGGREGATIONS]]
@@ -155,7 +163,7 @@ def test_buffers_resume_from_the_checkpoint_after_a_restart(spark, sc):
         assert set(a) == set(b)
         wrong = [(pane, n, a[pane][n], b[pane][n]) for pane in a for n in names if not _same(a[pane][n], b[pane][n])]
         assert not wrong, wrong
-        print(f"panes compared after a restart: {len(a)} x {len(names)} aggregations, 0 different")
+        print(f"batch: panes compared after a restart: {len(a)} x {len(names)} aggregations, 0 different")
 
 
 @pytest.mark.parametrize("expression, reason", [

@@ -15,7 +15,7 @@ in one process, engines alternating:
   beside eventtime's ``approx_count_distinct(amount)``: wall time and checkpoint bytes.
 * ``PYTHON``: the same distinct count as a Python aggregation (``eventtime.aggregate``: the
   window's values kept in state, Python run over each fired pane) beside the Spark SQL one:
-  what running Python on Spark costs.
+  what running Python on Spark costs (beside the DISTINCT section's exact runs, not run again).
 
 Every run's panes are also checked: both engines emit the same windows, and the exact
 distinct counts are within the sketch's bound of the approximate ones.
@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from bench_windowing import B_MS, L_MS, SCHEMA, _classes_compiled, _drain, _dir_bytes, generate  # noqa: E402
+from bench_windowing import B_MS, L_MS, SCHEMA, _classes_compiled, _drain, _dir_bytes, bench_session, generate  # noqa: E402
 
 SKETCH = ("approx_count_distinct(amount)", "percentile_approx(amount, 0.95)", "stddev(amount)")
 NAMES = ("distinct_amounts", "p95_amount", "sd_amount")
@@ -129,27 +129,20 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     sections = args.sections.split(",")
 
-    from eventtime.spark import local_session
-
     work = args.workdir or tempfile.mkdtemp(prefix="eventtime-bench-agg-")
-    # the windowing benchmark's session settings (bench_windowing.py, main)
-    spark = local_session(extra_conf={
-        "spark.driver.memory": "6g",
-        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-        "spark.sql.codegen.cache.maxEntries": "1000",
-        "spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB": "128",
-    })
+    spark = bench_session()  # the windowing benchmark's session settings
     data = os.path.join(work, "rows")
     generate(data, args.rows, args.batches, args.keys)
     files = args.batches + 1
     rounds = (("native", 2), ("eventtime", 2), ("native", 4))
-    lines = []
+    lines, exact = [], []
     if "sketch" in sections:
         lines.append(_sketch(spark, args, data, work, files, rounds))
     if "distinct" in sections:
-        lines.append(_distinct(spark, args, data, work, files))
+        line, exact = _distinct(spark, args, data, work, files)
+        lines.append(line)
     if "python" in sections:
-        lines.append(_python(spark, args, data, work, files))
+        lines.append(_python(spark, args, data, work, files, exact))
     print()
     print(f"rows={args.rows} keys={args.keys} batches={args.batches} repeat={args.repeat}")
     for line in lines:
@@ -186,7 +179,7 @@ def _sketch(spark, args, data, work, files, rounds) -> str:
         f"{len(first['eventtime'] - first['native'])}; eventtime's late table: {runs[1]['late']} records)")
 
 
-def _distinct(spark, args, data, work, files) -> str:
+def _distinct(spark, args, data, work, files) -> tuple:
     exact, approx = [], []
     for _ in range(args.repeat):
         approx.append(_run(spark, "eventtime", 2, data, work, files, ("approx_count_distinct(amount)",)))
@@ -198,13 +191,15 @@ def _distinct(spark, args, data, work, files) -> str:
         f"{statistics.median(r['checkpoint_bytes'] for r in exact) / 1e6:.1f} MB; approx_count_distinct(amount) median "
         f"{statistics.median(r['wall_s'] for r in approx):.1f}s, checkpoint "
         f"{statistics.median(r['checkpoint_bytes'] for r in approx) / 1e6:.1f} MB; over {len(errors)} windows the sketch's "
-        f"relative error: median {statistics.median(errors):.4f}, max {max(errors):.4f} (its documented rsd 0.05)")
+        f"relative error: median {statistics.median(errors):.4f}, max {max(errors):.4f} (its documented rsd 0.05)"), exact
 
 
-def _python(spark, args, data, work, files) -> str:
-    sql, python = [], []
+def _python(spark, args, data, work, files, sql: list) -> str:
+    """``sql``: the DISTINCT section's exact runs, if it ran (else they alternate with these)."""
+    python, sql = [], list(sql)
     for _ in range(args.repeat):
-        sql.append(_run(spark, "eventtime", 2, data, work, files, ("count(DISTINCT amount)",)))
+        if len(sql) < args.repeat:
+            sql.append(_run(spark, "eventtime", 2, data, work, files, ("count(DISTINCT amount)",)))
         python.append(_run(spark, "eventtime", 2, data, work, files, ("python distinct",)))
     same = sql[0]["values"] == python[0]["values"]
     t_sql, t_py = statistics.median(r["wall_s"] for r in sql), statistics.median(r["wall_s"] for r in python)

@@ -394,6 +394,33 @@ def suite_tiny(spark, work: str, args) -> list[str]:
     ]
 
 
+def bench_session(extra: dict | None = None):
+    """The benchmarks' local session (both engines alike), with ``extra`` Spark conf."""
+    from eventtime.spark import local_session
+
+    return local_session(
+        extra_conf={
+            "spark.driver.memory": "6g",
+            "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+            # One process runs three queries in turn (native at 2 and at 4 partitions, eventtime).
+            # With Spark's default of 100 cached generated classes they evict each other's, so a
+            # query compiles part of its code again in every run (and runs it cold), which a
+            # long-running query never does; `--conf spark.sql.codegen.cache.maxEntries=100`
+            # measures that default.
+            "spark.sql.codegen.cache.maxEntries": "1000",
+            # Both engines keep their state in RocksDB, whose reads go through a block cache of
+            # 8 MB per state store by default. The scale suite's state outgrows it (eventtime's
+            # SST files reach about 36 MB, native's 23 MB); from then on most reads miss and
+            # both engines' batch times grow with the state held, which a job sized for its state
+            # would not see (docs/limitations.md, "State size"). 128 MB holds the suite's state; a
+            # lookup in a larger store still costs more (more files and levels), in both engines.
+            # `--conf spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB=8` measures the default.
+            "spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB": "128",
+            **(extra or {}),
+        },
+    )
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suites", default="throughput,scale,tiny")
@@ -419,30 +446,8 @@ def main(argv=None) -> int:
     parser.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value (both engines)")
     args = parser.parse_args(argv)
 
-    from eventtime.spark import local_session
-
     work = args.workdir or tempfile.mkdtemp(prefix="eventtime-bench-")
-    spark = local_session(
-        extra_conf={
-            "spark.driver.memory": "6g",
-            "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-            # One process runs three queries in turn (native at 2 and at 4 partitions, eventtime).
-            # With Spark's default of 100 cached generated classes they evict each other's, so a
-            # query compiles part of its code again in every run (and runs it cold), which a
-            # long-running query never does; `--conf spark.sql.codegen.cache.maxEntries=100`
-            # measures that default.
-            "spark.sql.codegen.cache.maxEntries": "1000",
-            # Both engines keep their state in RocksDB, whose reads go through a block cache of
-            # 8 MB per state store by default. The scale suite's state outgrows it (eventtime's
-            # SST files reach about 36 MB, native's 23 MB); from then on most reads miss and
-            # both engines' batch times grow with the state held, which a job sized for its state
-            # would not see (docs/limitations.md, "State size"). 128 MB holds the suite's state; a
-            # lookup in a larger store still costs more (more files and levels), in both engines.
-            # `--conf spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB=8` measures the default.
-            "spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB": "128",
-            **dict(kv.split("=", 1) for kv in args.conf),
-        },
-    )
+    spark = bench_session(dict(kv.split("=", 1) for kv in args.conf))
     suites = {"throughput": suite_throughput, "scale": suite_scale, "tiny": suite_tiny}
     lines = []
     for name in args.suites.split(","):

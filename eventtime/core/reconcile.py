@@ -1,0 +1,194 @@
+"""Reconciliation: too-late records merged into their windows' latest panes as CORRECTION
+panes, so that the results converge to what one bounded run over all the records gives
+(docs/semantics.md, "Reconciliation"). Pure Python: the tables are read and written by
+:mod:`eventtime.query.reconcile`.
+
+>>> from eventtime.core.config import EngineConfig
+>>> from eventtime.core.window import Tumbling, Window
+>>> from eventtime.core.aggregations import count, sum
+>>> config = EngineConfig(Tumbling(1000), aggregations=(count(), sum("v")))
+>>> current = [CurrentPane("k", Window(0, 1000), index=0, values={"count": 2, "sum_v": 5})]
+>>> late = [LateInput("r1", "k", 400, watermark_ms=2000, values={"v": 3})]
+>>> plan = plan_corrections(config, current, late)
+>>> [(c.window, c.index, dict(c.values), c.record_ids) for c in plan.corrections]
+[(Window(start_ms=0, end_ms=1000), 1, {'count': 3, 'sum_v': 8}, ('r1',))]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Iterable, Mapping, Optional
+
+from .aggregations import Aggregation
+from .config import EngineConfig
+from .contract import STRINGS
+from .kinds import COUNT, MAX, MIN, SUM
+from .trigger import ACCUMULATING, FINAL_ONLY, is_expired
+from .window import Session, Window
+
+__all__ = [
+    "CORRECTION", "MERGEABLE_FROM_PANE", "NOT_MERGEABLE", "WINDOW_OPEN", "CurrentPane", "LateInput",
+    "Correction", "Unreconciled", "ReconcilePlan", "unmergeable", "plan_corrections",
+]
+
+#: The pane timing of a pane written by reconciliation (not by the engine).
+CORRECTION = STRINGS["CORRECTION"]
+#: Aggregations whose pane value is their whole accumulator, so that a pane merges with more records.
+MERGEABLE_FROM_PANE = (COUNT, SUM, MIN, MAX)
+#: Why a too-late record is left unreconciled: the pipeline has an aggregation that cannot merge
+#: from its pane value (mean, first, last, user-defined, Spark SQL) ...
+NOT_MERGEABLE = "aggregation_not_mergeable"
+#: ... or the session it would join is not yet known to be closed (a later run takes it).
+WINDOW_OPEN = "window_open"
+
+
+@dataclass(frozen=True)
+class CurrentPane:
+    """The latest pane of a key's window (a session not superseded) in the results."""
+
+    key: Hashable
+    window: Window
+    index: int
+    values: Mapping[str, Any]
+    is_final: bool = False
+
+
+@dataclass(frozen=True)
+class LateInput:
+    """A too-late record to reconcile: its id, key, event time, the watermark that found it late
+    and its values of the aggregations' columns."""
+
+    record_id: str
+    key: Hashable
+    ts_ms: int
+    watermark_ms: Optional[int]
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Correction:
+    """A CORRECTION pane: the window (a session's new bounds), its index (the next one of the
+    window, or of the sessions it merges), the values, the sessions it supersedes, and the
+    late records it holds."""
+
+    key: Hashable
+    window: Window
+    index: int
+    values: Mapping[str, Any]
+    merged_from: tuple[Window, ...] = ()
+    record_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Unreconciled:
+    """A record left for later (``WINDOW_OPEN``) or that cannot be reconciled, and why."""
+
+    record_id: str
+    reason: str
+    detail: str = ""
+
+
+@dataclass
+class ReconcilePlan:
+    corrections: list[Correction] = field(default_factory=list)
+    left: list[Unreconciled] = field(default_factory=list)
+
+
+def unmergeable(config: EngineConfig) -> list[Aggregation]:
+    """The pipeline's aggregations that cannot merge more records into a pane's value."""
+    return [agg for agg in config.aggregations if agg.kind not in MERGEABLE_FROM_PANE]
+
+
+def _accumulate(config: EngineConfig, records: Iterable[LateInput]) -> list[Any]:
+    accs = [agg.create() for agg in config.aggregations]
+    for rec in records:
+        for i, agg in enumerate(config.aggregations):
+            value = rec.values.get(agg.column) if agg.column is not None else None
+            accs[i] = agg.add(accs[i], value, rec.ts_ms)
+    return accs
+
+
+def _values(config: EngineConfig, panes: Iterable[CurrentPane], records: list[LateInput]) -> dict[str, Any]:
+    """The correction's values: with accumulating panes (and FINAL ones, which hold everything)
+    the panes' values merged with the records'; discarding, the records' alone."""
+    accs = _accumulate(config, records)
+    if config.accumulation == ACCUMULATING or config.emit == FINAL_ONLY:
+        for pane in panes:
+            accs = [agg.merge(acc, pane.values.get(agg.name)) for agg, acc in zip(config.aggregations, accs)]
+    return {agg.name: agg.result(acc) for agg, acc in zip(config.aggregations, accs)}
+
+
+def _known_watermark(watermark_ms: Optional[int], records: Iterable[LateInput]) -> Optional[int]:
+    known = [w for w in (watermark_ms, *(r.watermark_ms for r in records)) if w is not None]
+    return max(known) if known else None
+
+
+def plan_corrections(
+    config: EngineConfig,
+    current: Iterable[CurrentPane],
+    late: Iterable[LateInput],
+    watermark_ms: Optional[int] = None,
+) -> ReconcilePlan:
+    """The CORRECTION panes that merge ``late`` (too-late records not yet reconciled) into the
+    ``current`` panes (the latest pane of each key and window).
+
+    A fixed window's records merge into its latest pane (or make its first pane, index 0). A
+    session's records join, per key, the current sessions they overlap (``Session.merge``); a
+    group that holds a record, or that joins two current sessions, becomes one pane whose
+    ``merged_from`` lists the sessions it supersedes -- once the group is known to be closed
+    (``is_expired`` at ``watermark_ms`` or a record's own watermark), else its records are left
+    ``WINDOW_OPEN``. A pipeline with an aggregation outside :data:`MERGEABLE_FROM_PANE` leaves every
+    record ``NOT_MERGEABLE``.
+    """
+    late = list(late)
+    plan = ReconcilePlan()
+    refused = unmergeable(config)
+    if refused:
+        names = ", ".join(f"{agg.name} ({agg.kind})" for agg in refused)
+        plan.left = [Unreconciled(r.record_id, NOT_MERGEABLE, f"the pipeline's {names} cannot merge into a pane's "
+                                  f"value") for r in late]
+        return plan
+    panes: dict[Hashable, dict[Window, CurrentPane]] = {}
+    for pane in current:
+        panes.setdefault(pane.key, {})[pane.window] = pane
+    by_key: dict[Hashable, list[LateInput]] = {}
+    for rec in late:
+        by_key.setdefault(rec.key, []).append(rec)
+    known = _known_watermark(watermark_ms, late)
+    lateness = config.allowed_lateness_ms
+    if isinstance(config.window, Session):
+        keys = list(by_key) + [k for k in panes if k not in by_key]
+        for key in keys:
+            _plan_sessions(config, key, panes.get(key, {}), by_key.get(key, []), known, lateness, plan)
+        return plan
+    for key, records in by_key.items():
+        windows: dict[Window, list[LateInput]] = {}
+        for rec in records:
+            for window in config.window.assign(rec.ts_ms):
+                windows.setdefault(window, []).append(rec)
+        for window, members in sorted(windows.items()):
+            pane = panes.get(key, {}).get(window)
+            plan.corrections.append(Correction(
+                key, window, 0 if pane is None else pane.index + 1,
+                _values(config, [pane] if pane is not None else [], members),
+                record_ids=tuple(sorted(r.record_id for r in members))))
+    return plan
+
+
+def _plan_sessions(config: EngineConfig, key: Hashable, panes: dict[Window, CurrentPane], records: list[LateInput],
+                   known: Optional[int], lateness: int, plan: ReconcilePlan) -> None:
+    gap = config.window.gap_ms
+    groups = Session.merge([*panes, *(Window(r.ts_ms, r.ts_ms + gap) for r in records)])
+    for group in groups:
+        inside = [p for w, p in panes.items() if group.start_ms <= w.start_ms and w.end_ms <= group.end_ms]
+        members = [r for r in records if group.start_ms <= r.ts_ms < group.end_ms]
+        if not members and len(inside) < 2:
+            continue
+        if not is_expired(group, known, lateness):
+            plan.left.extend(Unreconciled(r.record_id, WINDOW_OPEN, f"its session {group} is not closed yet")
+                             for r in members)
+            continue
+        index = 1 + max((p.index for p in inside), default=-1)
+        merged_from = tuple(sorted(p.window for p in inside if p.window != group))
+        plan.corrections.append(Correction(key, group, index, _values(config, inside, members), merged_from,
+                                           tuple(sorted(r.record_id for r in members))))

@@ -49,6 +49,8 @@ _LAZY = {
     "PartitionMonitor": "eventtime.ops.monitor",
     "read_late": "eventtime.query.late",
     "latest_panes": "eventtime.sinks",
+    "reconcile": "eventtime.query.reconcile",
+    "ReconcileReport": "eventtime.query.reconcile",
     "enrich_async": "eventtime.enrich.spark",
     "EnrichConfig": "eventtime.enrich.config",
 }

@@ -82,7 +82,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     err = err or sys.stderr
     cmd = args.late_command
     try:
-        handler = {"summary": _summary, "show": _show, "plot": _plot, "advise": _advise, "optimize": _optimize}[cmd]
+        from .late_reconcile import reconcile_command
+
+        handler = {"summary": _summary, "show": _show, "plot": _plot, "advise": _advise, "optimize": _optimize,
+                   "reconcile": reconcile_command}[cmd]
         return handler(args, out)
     except CliError as exc:
         print(f"eventtime late {cmd}: error: {exc}", file=err)

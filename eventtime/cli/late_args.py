@@ -1,4 +1,4 @@
-"""The arguments of the ``eventtime late`` commands (summary, show, plot, advise, optimize);
+"""The arguments of the ``eventtime late`` commands (summary, show, plot, advise, optimize, reconcile);
 what each command does: :mod:`eventtime.cli.late`."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _storage_option(text: str) -> tuple[str, str]:
 def add_late_group(subparsers: Any) -> argparse.ArgumentParser:
     """The ``late`` group and its commands' arguments, on an ``argparse`` sub-parsers object."""
     late = subparsers.add_parser("late", help="inspect and maintain a late-data Delta table")
-    sub = late.add_subparsers(dest="late_command", metavar="{summary,show,plot,advise,optimize}")
+    sub = late.add_subparsers(dest="late_command", metavar="{summary,show,plot,advise,optimize,reconcile}")
     sub.required = True
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -112,5 +112,18 @@ def add_late_group(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--retention-hours", type=_positive_int("--retention-hours"), help="vacuum retention")
     p.add_argument("--dry-run", action="store_true", help="vacuum: list files only")
     p.add_argument("--format", choices=["table", "json"], default="table")
+
+    p = sub.add_parser("reconcile", help="merge the too-late records into the results table as CORRECTION panes "
+                                         "(exactly once), so that the results equal a batch run over all the data")
+    p.add_argument("--late", "--table", dest="table", required=True, metavar="PATH", help="late-data Delta table")
+    p.add_argument("--results", required=True, metavar="PATH", help="the pipeline's results Delta table")
+    p.add_argument("--pipeline", help="the pipeline (needed when the tables hold several)")
+    p.add_argument("--since", type=_iso_arg("--since"), help="only late records detected at or after (ISO-8601)")
+    p.add_argument("--watermark", metavar="ISO|end",
+                   help="the stream's watermark, when known ('end': the stream ended); default: what the tables prove")
+    p.add_argument("--dry-run", action="store_true", help="plan and report, write nothing")
+    p.add_argument("--storage-option", action="append", type=_storage_option, default=[], metavar="KEY=VALUE",
+                   help="delta-rs storage option (repeatable)")
+    p.add_argument("--format", choices=["text", "json"], default="text")
 
     return late

@@ -11,6 +11,9 @@ process group, the Spark JVM included, when it leads one) the first time it reac
 * ``after_commit``: Spark committed the batch (checked when the next batch starts);
 * ``after_db_commit``: a :class:`eventtime.sinks.BatchSink` (e.g. PostgreSQL) committed the
   batch's transaction, Spark has not committed the batch.
+
+``eventtime late reconcile`` meets two, with its run's number as the batch id:
+``before_reconcile_commit`` (planned, nothing written) and ``after_reconcile_commit``.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ import signal
 __all__ = ["FAULT_ENV", "POINTS", "fault_point"]
 
 FAULT_ENV = "EVENTTIME_FAULT"
-POINTS = ("before_write", "between_writes", "after_write", "after_commit", "after_db_commit")
+POINTS = ("before_write", "between_writes", "after_write", "after_commit", "after_db_commit", "before_reconcile_commit",
+          "after_reconcile_commit")
 log = logging.getLogger("eventtime.faults")  # the name it had before the package had folders
 
 

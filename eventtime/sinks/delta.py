@@ -26,7 +26,7 @@ import pyarrow as pa
 from .delta_write import DeltaSink, DeltaSinkError, WriteResult
 from .schema import RECORD_SCHEMA, TS, _prepare_panes, _prepare_records
 from .spark_delta import spark_has_delta, write_via_spark
-from .tables import _check_path, _same_table, _table_layout, compact, latest_panes, snapshot_dataset
+from .tables import _check_path, _same_table, _table_layout, compact, latest_panes, record_pipeline, snapshot_dataset
 
 __all__ = [
     "DeltaSinkError",
@@ -44,7 +44,31 @@ __all__ = [
 ]
 
 
-class DeltaLateSink(DeltaSink):
+class _PipelineRecorded(DeltaSink):
+    """A sink whose table records the pipeline it holds (its window, aggregations and keys) in its
+    properties, for ``eventtime late reconcile``: ``route`` gives the document before the query
+    starts; a table that does not exist yet records it after its first write."""
+
+    _document: dict | None = None
+    _recorded = False
+
+    def record_pipeline(self, document: dict) -> None:
+        """Record ``document`` (``{"config": EngineConfig.to_spec(), "keys": [...]}``) in the table."""
+        self._document, self._recorded = dict(document), False
+        self._record()
+
+    def _record(self) -> None:
+        if self._document is not None and not self._recorded:
+            self._recorded = record_pipeline(self.path, self.pipeline, self._document, self.storage_options,
+                                             self.spark if self._spark_enabled() else None)
+
+    def __call__(self, table: pa.Table, batch_id: int, query_id: str) -> WriteResult:
+        result = super().__call__(table, batch_id, query_id)
+        self._record()
+        return result
+
+
+class DeltaLateSink(_PipelineRecorded):
     """Durable side output: every late and invalid record, one row each.
 
     ``route`` creates the table, empty, before the query starts (so it can be queried before
@@ -118,7 +142,7 @@ class DeltaLateSink(DeltaSink):
         return _prepare_records(table, self.pipeline, query_id, batch_id, now)
 
 
-class DeltaResultsSink(DeltaSink):
+class DeltaResultsSink(_PipelineRecorded):
     """Window panes, appended with their timing and index.
 
     Every pane row gets ``pipeline, query_id, batch_id, written_at`` and ``key`` (JSON of

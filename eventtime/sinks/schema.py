@@ -46,6 +46,8 @@ LATE_META_SCHEMA = pa.schema(
         ("batch_id", pa.int64()),
         ("detected_at", TS),
         ("detected_date", pa.date32()),
+        # "<query_id>:<batch_id>:<row>", unique per record (a batch is written once): what reconcile marks
+        ("record_id", pa.string()),
     ]
 )
 
@@ -77,8 +79,9 @@ def _delta_columns(*schemas: pa.Schema) -> dict[str, str]:
 #: adds them). Checked against a path's ``_delta_log`` before a sink writes there
 #: (:func:`eventtime.sinks.tables.check_table_columns`).
 TABLE_COLUMNS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
-    "late": (
-        {**_delta_columns(LATE_META_SCHEMA), "kind": "string", "reason": "string"},
+    "late": (  # record_id is not required: tables written before it lack it (their records are not reconciled)
+        {**{c: t for c, t in _delta_columns(LATE_META_SCHEMA).items() if c != "record_id"}, "kind": "string",
+         "reason": "string"},
         _delta_columns(LATE_META_SCHEMA, RECORD_SCHEMA),
     ),
     "results": (
@@ -144,6 +147,7 @@ def _prepare_records(table: pa.Table, pipeline: str, query_id: str, batch_id: in
     cols["batch_id"] = pa.chunked_array([pa.array([batch_id] * n, pa.int64())])
     cols["detected_at"] = pa.chunked_array([pa.array([detected_at] * n, TS)])
     cols["detected_date"] = pa.chunked_array([pa.array([detected_at.date()] * n, pa.date32())])
+    cols["record_id"] = pa.chunked_array([pa.array([f"{query_id}:{batch_id}:{i}" for i in range(n)], pa.string())])
     for field in RECORD_SCHEMA:
         if field.name in names:
             cols[field.name] = _cast_to(table.column(field.name), field.type, field.name)

@@ -11,7 +11,8 @@ import pyarrow.compute as pc
 
 from ..ops.paths import local_path
 
-__all__ = ["snapshot_dataset", "latest_panes", "compact", "check_table_columns"]
+__all__ = ["snapshot_dataset", "latest_panes", "compact", "check_table_columns", "PIPELINE_PROPERTY",
+           "record_pipeline", "recorded_pipelines"]
 
 
 def _check_path(path: object) -> str:
@@ -109,6 +110,52 @@ def check_table_columns(
 
 
 # ---------------------------------------------------------------------------
+# the pipeline a table holds, in its properties (what eventtime late reconcile reads)
+
+#: The table property that holds a pipeline's window, aggregations and keys: ``<prefix><pipeline>``.
+PIPELINE_PROPERTY = "eventtime.pipeline."
+
+
+def recorded_pipelines(path: str, storage_options: Mapping[str, str] | None = None) -> dict[str, dict]:
+    """``{pipeline: document}`` recorded in the Delta table's properties by :func:`record_pipeline`."""
+    import json
+
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(path, storage_options=dict(storage_options) if storage_options else None)
+    return {k[len(PIPELINE_PROPERTY):]: json.loads(v) for k, v in dt.metadata().configuration.items()
+            if k.startswith(PIPELINE_PROPERTY) and v}
+
+
+def record_pipeline(path: str, pipeline: str, document: Mapping[str, Any],
+                    storage_options: Mapping[str, str] | None = None, spark: Any = None) -> bool:
+    """Record ``document`` (the pipeline's configuration and keys, as ``route`` starts it) in the
+    Delta table's properties, through Spark's Delta when ``spark`` is given (nothing is written
+    when the table already holds the same). False when there is no table at ``path`` yet."""
+    import json
+
+    from deltalake import DeltaTable
+
+    text = json.dumps(dict(document), sort_keys=True)
+    options = dict(storage_options) if storage_options else None
+    if not DeltaTable.is_deltatable(path, options):
+        return False
+    key = PIPELINE_PROPERTY + pipeline
+    if DeltaTable(path, storage_options=options).metadata().configuration.get(key) == text:
+        return True
+    if spark is not None:
+        quoted = path.replace("`", "``")
+
+        def literal(v: str) -> str:
+            return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+        spark.sql(f"ALTER TABLE delta.`{quoted}` SET TBLPROPERTIES ({literal(key)} = {literal(text)})")
+    else:
+        DeltaTable(path, storage_options=options).alter.set_table_properties({key: text}, raise_if_not_exists=False)
+    return True
+
+
+# ---------------------------------------------------------------------------
 # reading panes, maintenance
 
 
@@ -180,25 +227,27 @@ def latest_panes(
 
 
 def _without_superseded(df: "Any", group: list[str]) -> "Any":
-    """Drops the sessions a pane of the same batch or a later one replaced (``merged_from``).
+    """Drops the sessions a pane of the same write or a later one replaced (``merged_from``).
 
     A later session of the key can have the same bounds as a replaced one (after it expired);
-    it was written in a later batch than the pane that replaced the old one, so it stays.
+    it was written after the pane that replaced the old one, so it stays. Writes are ordered by
+    ``(written_at, batch_id)``: a reconcile run's CORRECTION panes have batch ids of their own.
     """
     import pandas as pd
 
+    order = pd.MultiIndex.from_arrays([df["written_at"], df["batch_id"]]).factorize(sort=True)[0]
     rows = [
-        (p, k, b["start"], b["end"], batch)
-        for p, k, merged, batch in zip(df["pipeline"], df["key"], df["merged_from"], df["batch_id"])
+        (p, k, b["start"], b["end"], written)
+        for p, k, merged, written in zip(df["pipeline"], df["key"], df["merged_from"], order)
         if merged is not None
         for b in merged
     ]
     if not rows:
         return df
     replaced = pd.DataFrame(rows, columns=[*group, "replaced_in"]).groupby(group, as_index=False)["replaced_in"].max()
-    merged = df.merge(replaced, on=group, how="left")
-    keep = merged["replaced_in"].isna() | (merged["replaced_in"] < merged["batch_id"])
-    return merged[keep].drop(columns="replaced_in").reset_index(drop=True)
+    merged = df.assign(_written=order).merge(replaced, on=group, how="left")
+    keep = merged["replaced_in"].isna() | (merged["replaced_in"] < merged["_written"])
+    return merged[keep].drop(columns=["replaced_in", "_written"]).reset_index(drop=True)
 
 
 def compact(

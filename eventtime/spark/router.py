@@ -96,11 +96,11 @@ class Router:
         for sink in sinks:
             bind = getattr(sink, "bind_route", None)
             if callable(bind):
-                others = [other for other in sinks if other is not sink]
-                if sink is panes and accepts_keyword(bind, "columns"):
-                    bind(out.sparkSession, others, columns=pane_columns)
-                else:
-                    bind(out.sparkSession, others)
+                wants = sink is panes and accepts_keyword(bind, "columns")
+                bind(out.sparkSession, [other for other in sinks if other is not sink],
+                     **({"columns": pane_columns} if wants else {}))
+            if sink is panes or sink is late:  # what eventtime late reconcile reads: the pipeline the tables hold
+                getattr(sink, "record_pipeline", lambda _document: None)({"config": self.meta["config"], "keys": self.keys})
         self.alerter = alerter
         self.pipeline = pipeline
         self.progress = progress

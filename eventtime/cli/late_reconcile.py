@@ -1,0 +1,59 @@
+"""``eventtime late reconcile``: :func:`eventtime.query.reconcile.reconcile` from the command
+line, with what it did in a few lines (or JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TextIO
+
+__all__ = ["reconcile_command", "describe"]
+
+
+def _watermark(text: str | None) -> int | None:
+    if text is None:
+        return None
+    from ..core.trigger import END_OF_INPUT_MS
+    from ..query.late import parse_instant
+
+    if text == "end":
+        return END_OF_INPUT_MS
+    instant = parse_instant("--watermark", text)
+    return int(instant.timestamp() * 1000)
+
+
+def describe(report, results: str) -> list[str]:
+    """The report for people: what was read, merged, left and how the totals moved."""
+    lines = [f"pipeline {report.pipeline}: {report.late_records} too-late record(s) read, {report.reconciled} "
+             f"reconciled into {report.corrections} CORRECTION pane(s)"
+             + (f" ({report.windows_merged} merging sessions)" if report.windows_merged else "")]
+    for reason, ids in sorted(report.left.items()):
+        shown = ", ".join(ids[:5]) + (f", ... ({len(ids) - 5} more)" if len(ids) > 5 else "")
+        lines.append(f"  left unreconciled, {reason}: {len(ids)} ({shown})")
+    for name, before in report.totals_before.items():
+        after = report.totals_after.get(name, before)
+        lines.append(f"  total {name}: {before:,} -> {after:,} ({after - before:+,})")
+    if report.written:
+        lines.append(f"  written to {results} as reconcile run {report.run}, in {report.seconds:.1f} s")
+    elif report.skipped:
+        lines.append(f"  nothing written: run {report.run} was already committed by another reconcile ({report.skipped})"
+                     "; run it again")
+    elif report.corrections:
+        lines.append("  dry run: nothing written")
+    else:
+        lines.append("  nothing to write")
+    return lines
+
+
+def reconcile_command(args: argparse.Namespace, out: TextIO) -> int:
+    from ..query.reconcile import reconcile
+
+    options = dict(args.storage_option) if args.storage_option else None
+    report = reconcile(args.table, args.results, pipeline=args.pipeline, since=args.since,
+                       watermark_ms=_watermark(args.watermark), storage_options=options, engine="rust",
+                       dry_run=args.dry_run)
+    if args.format == "json":
+        print(json.dumps(report.to_dict(), default=str, sort_keys=True), file=out)
+    else:
+        print("\n".join(describe(report, args.results)), file=out)
+    return 0

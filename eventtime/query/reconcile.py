@@ -1,0 +1,325 @@
+"""``eventtime late reconcile``: the too-late records of the late-data table merged into the
+results table as CORRECTION panes (the rules: :mod:`eventtime.core.reconcile`), exactly once.
+
+* The pipeline (window, aggregations, keys) is read from the tables' properties, where
+  ``route`` records it when the query starts (:func:`eventtime.sinks.tables.record_pipeline`).
+* One run is one Delta commit to the results table: the CORRECTION panes, each with the ids of
+  the late records it holds (``late_record_ids``), under the app transaction
+  ``eventtime/results/<pipeline>/reconcile`` and the run's number as its version. A run killed
+  before that commit wrote nothing; one after it is done. The records a run used are the ones
+  the results table lists, so a second run finds nothing to do; a run that commits after
+  another with the same number is skipped by Delta's transaction check and writes nothing.
+* The late-data table is never rewritten: which records are reconciled is read from the
+  results table (:func:`reconciled_ids`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import os
+import time
+from typing import Any, Mapping, Optional
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..core.config import EngineConfig
+from ..core.kinds import COUNT
+from ..core.kinds import SUM as SUM_KIND
+from ..core.reconcile import CORRECTION, CurrentPane, LateInput, plan_corrections
+from ..core.timestamps import TOO_LATE
+from ..core.trigger import FINAL, ON_TIME
+from ..core.window import Window
+from ..ops.faults import fault_point
+from ..sinks.delta import DeltaResultsSink
+from ..sinks.schema import MERGED_FROM_TYPE, TABLE_COLUMNS, TS
+from ..sinks.tables import check_table_columns, recorded_pipelines, snapshot_dataset
+
+__all__ = ["ReconcileReport", "reconcile", "reconciled_ids", "RECONCILE_QUERY", "LATE_RECORD_IDS",
+           "PAYLOAD_UNREADABLE", "NO_RECORD_ID"]
+
+#: The query id of reconcile runs in the results table (their batch id is the run's number).
+RECONCILE_QUERY = "reconcile"
+#: The results table's column of a CORRECTION pane: the ids of the late records it holds.
+LATE_RECORD_IDS = "late_record_ids"
+PAYLOAD_UNREADABLE = "payload_unreadable"  # the stored payload does not give the aggregations' values
+NO_RECORD_ID = "no_record_id"  # a late table written before record ids (eventtime 0.x): not reconcilable
+
+
+@dataclasses.dataclass
+class ReconcileReport:
+    """What a run did: records read / reconciled, CORRECTION panes written, records left (by
+    reason, with their ids), the totals of the summable aggregations before and after, and time."""
+
+    pipeline: str
+    run: Optional[int]
+    written: bool
+    late_records: int
+    reconciled: int
+    corrections: int
+    windows_merged: int
+    left: dict[str, list[str]]
+    totals_before: dict[str, Any]
+    totals_after: dict[str, Any]
+    watermark_ms: Optional[int]
+    seconds: float
+    skipped: Optional[str] = None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _dataset(path: str, options: Optional[Mapping[str, str]]):
+    from deltalake import DeltaTable
+
+    return snapshot_dataset(DeltaTable(path, storage_options=dict(options) if options else None))
+
+
+def _refuse_tables(late: str, results: str, options, spark) -> None:
+    from deltalake import DeltaTable
+
+    for path, kind, sink in ((late, "late", "DeltaLateSink"), (results, "results", "DeltaResultsSink")):
+        if not DeltaTable.is_deltatable(path, dict(options) if options else None):
+            raise ValueError(f"reconcile: no Delta table at {path!r} (the {kind} table that {sink} writes)")
+        required, typed = TABLE_COLUMNS[kind]
+        check_table_columns(path, f"reconcile ({kind} table)", "late and invalid records" if kind == "late"
+                            else "window panes", required, typed, None, options, spark)
+
+
+def _pipeline(late: str, results: str, pipeline: Optional[str], options) -> tuple[str, dict]:
+    docs_late, docs_results = recorded_pipelines(late, options), recorded_pipelines(results, options)
+    names = sorted(set(docs_late) | set(docs_results))
+    if pipeline is None:
+        if len(names) != 1:
+            raise ValueError(
+                f"reconcile: the tables at {late!r} and {results!r} record "
+                + (f"the pipelines {', '.join(names)}: pass --pipeline" if names else
+                   "no pipeline (tables written before eventtime recorded its pipelines in them): run the streaming "
+                   "query once with this version (route records its window, aggregations and keys in both tables "
+                   "when it starts), then reconcile"))
+        pipeline = names[0]
+    doc_late, doc_results = docs_late.get(pipeline), docs_results.get(pipeline)
+    if doc_late is None and doc_results is None:
+        raise ValueError(f"reconcile: neither table records pipeline {pipeline!r} (they record: "
+                         f"{', '.join(names) or 'none'}); start its query once with this version, or name another")
+    if doc_late is not None and doc_results is not None and doc_late != doc_results:
+        raise ValueError(
+            f"reconcile: the late table {late!r} and the results table {results!r} record different pipelines "
+            f"under the name {pipeline!r} (window / aggregations / keys differ): give the two tables of one pipeline")
+    return pipeline, doc_results if doc_results is not None else doc_late
+
+
+def reconciled_ids(results: str | os.PathLike[str], pipeline: Optional[str] = None,
+                   storage_options: Optional[Mapping[str, str]] = None) -> set[str]:
+    """The ids (the late table's ``record_id``) of the late records that CORRECTION panes in the
+    results table hold: the records reconcile has used."""
+    dataset = _dataset(os.fspath(results), storage_options)
+    if LATE_RECORD_IDS not in dataset.schema.names:
+        return set()
+    import pyarrow.dataset as pds
+
+    expr = pds.field("pane_timing") == CORRECTION
+    if pipeline is not None:
+        expr = expr & (pds.field("pipeline") == pipeline)
+    ids = dataset.to_table(columns=[LATE_RECORD_IDS], filter=expr).column(LATE_RECORD_IDS)
+    return set(pc.list_flatten(ids).to_pylist()) if len(ids) else set()
+
+
+def _ms(value: Any) -> int:
+    return value // _dt.timedelta(milliseconds=1) if isinstance(value, _dt.timedelta) else int(
+        (value - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)) // _dt.timedelta(milliseconds=1))
+
+
+def _current(rows: list[dict], names: list[str]) -> list[tuple[CurrentPane, dict]]:
+    """The latest pane per key and window, without the sessions a later pane superseded."""
+    def order(r: dict) -> tuple:
+        return (r["written_at"], r["batch_id"])
+
+    latest: dict[tuple, dict] = {}
+    for r in rows:
+        k = (r["key"], r["window_start"], r["window_end"])
+        if k not in latest or (r["pane_index"], order(r)) > (latest[k]["pane_index"], order(latest[k])):
+            latest[k] = r
+    replaced: dict[tuple, tuple] = {}
+    for r in rows:
+        for b in r.get("merged_from") or ():
+            k = (r["key"], b["start"], b["end"])
+            replaced[k] = max(replaced.get(k, order(r)), order(r))
+    return [(CurrentPane(r["key"], Window(_ms(r["window_start"]), _ms(r["window_end"])), r["pane_index"],
+                         {n: r[n] for n in names}, bool(r["is_final"])), r)
+            for k, r in latest.items() if k not in replaced or replaced[k] < order(r)]
+
+
+def _watermark_proved(config: EngineConfig, rows: list[dict], late_watermarks: list) -> Optional[int]:
+    """The highest watermark the tables prove the stream reached: a late record's, a fired
+    window's ``end - 1``, a final pane's ``end - 1 + L``."""
+    known = [_ms(w) for w in late_watermarks if w is not None]
+    for r in rows:
+        end = _ms(r["window_end"]) - 1
+        if r["is_final"]:
+            known.append(end + config.allowed_lateness_ms)
+        elif r["pane_timing"] in (ON_TIME, FINAL):
+            known.append(end)
+    return max(known) if known else None
+
+
+def _late_values(config: EngineConfig, payloads: list, schema: pa.Schema) -> tuple[list[dict], dict[int, str]]:
+    """Each payload's values of the aggregations' columns, typed as the results table types the
+    aggregation (``{row: why}`` for those that do not parse or convert)."""
+    bad: dict[int, str] = {}
+    parsed: list[dict] = []
+    for i, text in enumerate(payloads):
+        try:
+            value = json.loads(text) if text is not None else None
+            if not isinstance(value, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as exc:
+            bad[i] = f"payload: {exc}"
+            value = {}
+        parsed.append(value)
+    for agg in config.aggregations:
+        if agg.column is None:
+            continue
+        target = schema.field(agg.name).type if agg.name in schema.names else None
+        raw = [p.get(agg.column) for p in parsed]
+        for i, p in enumerate(parsed):
+            if i not in bad and agg.column not in p:
+                bad[i] = f"payload has no column {agg.column!r}"
+        try:
+            typed = pa.array(raw).cast(target).to_pylist() if target is not None else raw
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            typed = []
+            for i, v in enumerate(raw):
+                try:
+                    typed.append(pa.array([v]).cast(target).to_pylist()[0])
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+                    bad.setdefault(i, f"{agg.column}={v!r} is not {target}: {exc}")
+                    typed.append(None)
+        for p, v in zip(parsed, typed):
+            p[agg.column] = v
+    return parsed, bad
+
+
+def _totals(config: EngineConfig, panes: list[CurrentPane]) -> dict[str, Any]:
+    """The sums over the panes of the pipeline's counts and sums (the totals reconcile moves)."""
+    return {agg.name: sum(p.values.get(agg.name) or 0 for p in panes)
+            for agg in config.aggregations if agg.kind in (COUNT, SUM_KIND)}
+
+
+def reconcile(
+    late: str | os.PathLike[str],
+    results: str | os.PathLike[str],
+    pipeline: Optional[str] = None,
+    since: Optional[_dt.datetime] = None,
+    watermark_ms: Optional[int] = None,
+    storage_options: Optional[Mapping[str, str]] = None,
+    engine: str = "auto",
+    spark: Any = None,
+    dry_run: bool = False,
+) -> ReconcileReport:
+    """Merge the too-late records not yet reconciled into the results table as CORRECTION panes.
+
+    Args:
+        late, results: the pipeline's late-data and results Delta tables.
+        pipeline: the pipeline to reconcile (needed when the tables hold several).
+        since: only late records detected at or after this instant.
+        watermark_ms: the stream's watermark, when known (a stream that ended: ``END_OF_INPUT_MS``);
+            by default the highest the tables prove. Sessions are corrected once closed under it.
+        engine, spark: how the results table is written (:class:`~eventtime.DeltaResultsSink`).
+        dry_run: plan and report, write nothing.
+
+    Example:
+        ``eventtime.reconcile("/data/late", "/data/results").reconciled``
+    """
+    started = time.perf_counter()
+    late, results = os.fspath(late), os.fspath(results)
+    _refuse_tables(late, results, storage_options, spark)
+    pipeline, document = _pipeline(late, results, pipeline, storage_options)
+    config, keys = EngineConfig.from_spec(document["config"]), list(document["keys"])
+    import pyarrow.dataset as pds
+
+    res_ds = _dataset(results, storage_options)
+    names = [agg.name for agg in config.aggregations]
+    missing = [n for n in names if n not in res_ds.schema.names]
+    if missing:
+        raise ValueError(f"reconcile: the results table {results!r} has no column(s) {', '.join(missing)} of "
+                         f"pipeline {pipeline!r}'s aggregations: is it the table of another pipeline?")
+    res_rows = res_ds.to_table(filter=pds.field("pipeline") == pipeline).to_pylist()
+    done = {i for r in res_rows if r.get("pane_timing") == CORRECTION for i in (r.get(LATE_RECORD_IDS) or ())}
+    late_ds = _dataset(late, storage_options)
+    expr = (pds.field("pipeline") == pipeline) & (pds.field("reason") == TOO_LATE)
+    if since is not None:
+        expr = expr & (pds.field("detected_at") >= pa.scalar(since, TS))
+    wanted = [c for c in ("record_id", "key", "event_time", "watermark", "payload", *keys) if c in late_ds.schema.names]
+    late_rows = late_ds.to_table(columns=wanted, filter=expr).to_pylist()
+    left: dict[str, list[str]] = {}
+    no_id = [r for r in late_rows if r.get("record_id") is None]
+    if no_id:
+        left[NO_RECORD_ID] = [f"{r['key']}@{r['event_time']}" for r in no_id]
+    pending = [r for r in late_rows if r.get("record_id") is not None and r["record_id"] not in done]
+    values, bad = _late_values(config, [r["payload"] for r in pending], res_ds.schema)
+    for i in sorted(bad):
+        left.setdefault(PAYLOAD_UNREADABLE, []).append(pending[i]["record_id"])
+    inputs = [LateInput(r["record_id"], r["key"], _ms(r["event_time"]), None if r["watermark"] is None else
+                        _ms(r["watermark"]), v) for i, (r, v) in enumerate(zip(pending, values)) if i not in bad]
+    current = _current(res_rows, names)
+    proved = _watermark_proved(config, res_rows, [r["watermark"] for r in late_rows])
+    plan = plan_corrections(config, [c for c, _ in current], inputs,
+                            watermark_ms if watermark_ms is not None else proved)
+    for u in plan.left:
+        left.setdefault(u.reason, []).append(u.record_id)
+    before = [c for c, _ in current]
+    after = _applied(before, plan.corrections)
+    used = {i for c in plan.corrections for i in c.record_ids}
+    report = ReconcileReport(pipeline, None, False, len(late_rows), len(used), len(plan.corrections),
+                             sum(1 for c in plan.corrections if c.merged_from), left, _totals(config, before),
+                             _totals(config, after), watermark_ms if watermark_ms is not None else proved, 0.0)
+    if plan.corrections and not dry_run:
+        table = _correction_table(config, keys, plan.corrections, res_ds.schema, current, pending)
+        sink = DeltaResultsSink(results, pipeline, key_columns=keys, storage_options=storage_options, engine=engine,
+                                spark=spark, add_columns=True)
+        committed = sink.committed_version(RECONCILE_QUERY)
+        report.run = 0 if committed is None else committed + 1
+        fault_point("before_reconcile_commit", report.run)
+        outcome = sink(table, report.run, RECONCILE_QUERY)
+        fault_point("after_reconcile_commit", report.run)
+        report.written, report.skipped = outcome.written, outcome.skipped
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _applied(current: list[CurrentPane], corrections: list) -> list[CurrentPane]:
+    """The current panes after the corrections: each replaces its window and what it supersedes."""
+    gone = {(c.key, w) for c in corrections for w in (c.window, *c.merged_from)}
+    return [p for p in current if (p.key, p.window) not in gone] + [
+        CurrentPane(c.key, c.window, c.index, c.values, True) for c in corrections]
+
+
+def _correction_table(config: EngineConfig, keys: list[str], corrections: list, schema: pa.Schema,
+                      current: list[tuple[CurrentPane, dict]], pending: list[dict]) -> pa.Table:
+    key_values: dict[Any, dict] = {}
+    for _, row in current:
+        key_values.setdefault(row["key"], {k: row.get(k) for k in keys})
+    for row in pending:
+        key_values.setdefault(row["key"], {k: row.get(k) for k in keys})
+
+    def typed(name: str, values: list) -> pa.Array:
+        return pa.array(values).cast(schema.field(name).type) if name in schema.names else pa.array(values)
+
+    cols: dict[str, pa.Array] = {k: typed(k, [key_values[c.key][k] for c in corrections]) for k in keys}
+    cols["key"] = pa.array([c.key for c in corrections], pa.string())
+    to_ts = lambda ms: _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=ms)  # noqa: E731
+    cols["window_start"] = pa.array([to_ts(c.window.start_ms) for c in corrections], TS)
+    cols["window_end"] = pa.array([to_ts(c.window.end_ms) for c in corrections], TS)
+    cols["pane_timing"] = pa.array([CORRECTION] * len(corrections), pa.string())
+    cols["pane_index"] = pa.array([c.index for c in corrections], pa.int64())
+    cols["is_final"] = pa.array([True] * len(corrections), pa.bool_())
+    for agg in config.aggregations:
+        cols[agg.name] = typed(agg.name, [c.values.get(agg.name) for c in corrections])
+    if config.window.merging:
+        cols["merged_from"] = pa.array([[{"start": to_ts(w.start_ms), "end": to_ts(w.end_ms)} for w in c.merged_from]
+                                        for c in corrections], MERGED_FROM_TYPE)
+    cols[LATE_RECORD_IDS] = pa.array([list(c.record_ids) for c in corrections], pa.list_(pa.string()))
+    return pa.table(cols)

@@ -1,0 +1,195 @@
+"""``eventtime.reconcile`` over real Delta tables (delta-rs): the stream's results plus the
+CORRECTION panes equal one bounded run over every valid record; exactly once, also when the
+process is killed; records it cannot use are listed; other tables are refused."""
+
+from __future__ import annotations
+
+import builtins
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from deltalake import DeltaTable
+
+import eventtime
+from eventtime import EngineConfig, Record, Session, Tumbling, count, latest_panes, max, mean, min, sum
+from eventtime.core.reconcile import NOT_MERGEABLE, WINDOW_OPEN
+from eventtime.core.trigger import END_OF_INPUT_MS
+from eventtime.query.reconcile import LATE_RECORD_IDS, reconciled_ids
+
+from reconcile_tables import Stream, ts
+
+AGGS = (count(), sum("amount", name="amount"), min("amount", name="lo"), max("amount", name="hi"))
+MINUTE = 60_000
+
+
+def _config(window, **kwargs) -> EngineConfig:
+    return EngineConfig(window, min_valid_ms=1, **kwargs)
+
+
+def _current(path: str) -> dict[tuple, dict]:
+    df = latest_panes(path)
+    return {(r["key"], r["window_start"].to_pydatetime(), r["window_end"].to_pydatetime()):
+            {a.name: (None if r[a.name] != r[a.name] else int(r[a.name])) for a in AGGS} for _, r in df.iterrows()}
+
+
+def _tumbling_stream(tmp_path, lateness_ms: int = 0) -> Stream:
+    config = _config(Tumbling("1 minute"), aggregations=AGGS, allowed_lateness_ms=lateness_ms)
+    s = Stream(str(tmp_path), config)
+    s.batch([Record("a", 10_000, {"amount": 1}), Record("b", 20_000, {"amount": 2}), Record("a", 70_000, {"amount": 4})])
+    s.batch([Record("a", 130_000, {"amount": 8})])  # W = 130 s: the first minute is over
+    s.batch([Record("a", 30_000, {"amount": 16}), Record("c", 40_000, {"amount": 32}),  # too late; c: a new window
+             Record("b", 200_000, {"amount": 64})])
+    s.batch([Record("a", 50_000, {"amount": None}), Record("a", 65_000, {"amount": 128})])  # too late again
+    s.end()
+    return s
+
+
+def test_tumbling_windows_converge_to_the_bounded_run_and_a_second_run_changes_nothing(tmp_path):
+    s = _tumbling_stream(tmp_path)
+    truth = s.truth()
+    before = _current(s.results_path)
+    assert before != truth  # the stream lost the too-late records
+    report = eventtime.reconcile(s.late_path, s.results_path)
+    assert (report.written, report.late_records, report.reconciled, report.left) == (True, 4, 4, {})
+    assert report.corrections == 3  # a's and c's first minute, a's second minute
+    assert _current(s.results_path) == truth
+    assert report.totals_before["count"] + 4 == report.totals_after["count"] == builtins.sum(
+        v["count"] for v in truth.values())
+    panes = DeltaTable(s.results_path).to_pandas()
+    corrections = panes[panes["pane_timing"] == "CORRECTION"].sort_values(["key", "window_start"])
+    assert corrections[["key", "pane_index", "is_final", "batch_id", "query_id"]].values.tolist() == [
+        ['{"user":"a"}', 1, True, 0, "reconcile"], ['{"user":"a"}', 1, True, 0, "reconcile"],
+        ['{"user":"c"}', 0, True, 0, "reconcile"]]
+    ids = DeltaTable(s.late_path).to_pandas()["record_id"].tolist()
+    assert reconciled_ids(s.results_path) == set(ids) and len(ids) == 4
+    version = DeltaTable(s.results_path).version()
+    again = eventtime.reconcile(s.late_path, s.results_path)
+    assert (again.written, again.reconciled, again.corrections) == (False, 0, 0)
+    assert DeltaTable(s.results_path).version() == version
+
+
+def test_reconcile_between_batches_then_at_the_end_converges(tmp_path):
+    config = _config(Tumbling("1 minute"), aggregations=AGGS)
+    s = Stream(str(tmp_path), config)
+    s.batch([Record("a", 10_000, {"amount": 1}), Record("a", 130_000, {"amount": 2})])
+    s.batch([Record("a", 20_000, {"amount": 4})])
+    first = eventtime.reconcile(s.late_path, s.results_path)
+    assert (first.run, first.reconciled) == (0, 1)
+    s.batch([Record("a", 30_000, {"amount": 8}), Record("a", 300_000, {"amount": 16})])
+    s.end()
+    second = eventtime.reconcile(s.late_path, s.results_path)
+    assert (second.run, second.reconciled) == (1, 1)
+    assert _current(s.results_path) == s.truth()
+    assert len(reconciled_ids(s.results_path)) == 2
+
+
+def test_sessions_a_late_record_bridges_two_sessions_into_one_with_merged_from(tmp_path):
+    config = _config(Session("30 seconds"), aggregations=AGGS)
+    s = Stream(str(tmp_path), config)
+    s.batch([Record("a", 1_000, {"amount": 1}), Record("a", 50_000, {"amount": 2}), Record("a", 200_000, {"amount": 4})])
+    s.batch([Record("a", 25_000, {"amount": 8})])  # W = 200 s: too late; it bridges [1 s, 31 s) and [50 s, 80 s)
+    s.end()
+    report = eventtime.reconcile(s.late_path, s.results_path)
+    assert (report.reconciled, report.corrections, report.windows_merged) == (1, 1, 1)
+    assert _current(s.results_path) == s.truth()
+    row = DeltaTable(s.results_path).to_pandas().query("pane_timing == 'CORRECTION'").iloc[0]
+    assert (row["window_start"].to_pydatetime(), row["window_end"].to_pydatetime()) == (ts(1_000), ts(80_000))
+    assert sorted((m["start"], m["end"]) for m in row["merged_from"]) == [(ts(1_000), ts(31_000)),
+                                                                          (ts(50_000), ts(80_000))]
+    assert row["pane_index"] == 1 and list(row[LATE_RECORD_IDS]) == sorted(reconciled_ids(s.results_path))
+
+
+def test_a_session_not_yet_closed_is_left_for_a_later_run(tmp_path):
+    config = _config(Session("30 seconds"), aggregations=AGGS, allowed_lateness_ms=10_000)
+    s = Stream(str(tmp_path), config)
+    s.batch([Record("a", 1_000, {"amount": 1}), Record("a", 200_000, {"amount": 2})])  # W = 200 s: [1 s, 31 s) expired
+    s.batch([Record("a", 5_000, {"amount": 4})])  # too late, joins the expired session: closed, reconciled
+    report = eventtime.reconcile(s.late_path, s.results_path, watermark_ms=0)
+    assert (report.reconciled, report.left) == (1, {})
+    from eventtime.core.reconcile import LateInput, plan_corrections  # a group still open is deferred
+    plan = plan_corrections(config, [], [LateInput("r", "a", 500_000, 450_000, {"amount": 1})], 450_000)
+    assert [(u.record_id, u.reason) for u in plan.left] == [("r", WINDOW_OPEN)]
+
+
+def test_an_aggregation_that_cannot_merge_leaves_every_record_listed(tmp_path):
+    config = _config(Tumbling("1 minute"), aggregations=(count(), mean("amount", name="avg")))
+    s = Stream(str(tmp_path), config)
+    s.batch([Record("a", 10_000, {"amount": 1}), Record("a", 130_000, {"amount": 2})])
+    s.batch([Record("a", 20_000, {"amount": 4})])
+    report = eventtime.reconcile(s.late_path, s.results_path)
+    assert (report.written, report.corrections, list(report.left)) == (False, 0, [NOT_MERGEABLE])
+    assert len(report.left[NOT_MERGEABLE]) == 1
+
+
+def test_a_payload_without_the_aggregated_column_is_listed_and_the_rest_reconciled(tmp_path):
+    s = _tumbling_stream(tmp_path)
+    import pyarrow as pa
+
+    from eventtime.core.kinds import LATE_RECORD
+    bad = pa.table({"kind": [LATE_RECORD], "reason": ["too_late"], "key": ['{"user":"a"}'],
+                    "event_time": pa.array([ts(1_000)], pa.timestamp("us", tz="UTC")),
+                    "watermark": pa.array([ts(500_000)], pa.timestamp("us", tz="UTC")),
+                    "payload": ['{"user":"a","price":3}'], "user": ["a"]})
+    s.late(bad, 99, "q1")
+    report = eventtime.reconcile(s.late_path, s.results_path)
+    assert report.reconciled == 4 and report.left == {"payload_unreadable": ["q1:99:0"]}
+
+
+def test_refusals_name_the_table_and_the_reason(tmp_path):
+    s = _tumbling_stream(tmp_path)
+    with pytest.raises(ValueError, match="no Delta table at .*nowhere"):
+        eventtime.reconcile(str(tmp_path / "nowhere"), s.results_path)
+    with pytest.raises(ValueError, match="late table"):
+        eventtime.reconcile(s.results_path, s.results_path)
+    other = Stream(str(tmp_path / "other"), _config(Tumbling("2 minutes"), aggregations=AGGS))
+    with pytest.raises(ValueError, match="record different pipelines under the name 'p'"):
+        eventtime.reconcile(other.late_path, s.results_path)
+    old = Stream(str(tmp_path / "old"), _config(Tumbling("1 minute"), aggregations=AGGS), record=False)
+    old.batch([Record("a", 10_000, {"amount": 1}), Record("a", 130_000, {"amount": 2})])
+    with pytest.raises(ValueError, match="no pipeline .*run the streaming query once with this version"):
+        eventtime.reconcile(old.late_path, old.results_path)
+
+
+@pytest.mark.parametrize("point", ["before_reconcile_commit", "after_reconcile_commit"])
+def test_a_run_killed_leaves_the_tables_as_before_or_after_it(tmp_path, point):
+    s = _tumbling_stream(tmp_path)
+    truth, before = s.truth(), _current(s.results_path)
+    code = textwrap.dedent(f"""
+        import eventtime
+        eventtime.reconcile({s.late_path!r}, {s.results_path!r})
+    """)
+    env = {**os.environ, "EVENTTIME_FAULT": f"kill:{point}:0"}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert _current(s.results_path) == (before if point == "before_reconcile_commit" else truth)
+    report = eventtime.reconcile(s.late_path, s.results_path)
+    assert report.written == (point == "before_reconcile_commit")
+    assert _current(s.results_path) == truth
+
+
+def test_reconcile_from_end_of_input_watermark_matches_the_default(tmp_path):
+    s = _tumbling_stream(tmp_path, lateness_ms=MINUTE)
+    report = eventtime.reconcile(s.late_path, s.results_path, watermark_ms=END_OF_INPUT_MS, dry_run=True)
+    assert not report.written and report.reconciled == 4
+    assert eventtime.reconcile(s.late_path, s.results_path).reconciled == 4
+    assert _current(s.results_path) == s.truth()
+
+
+def test_the_command_reports_what_it_did_and_refuses_with_exit_2(tmp_path, capsys):
+    from eventtime.cli.late import main
+
+    s = _tumbling_stream(tmp_path)
+    assert main(["late", "reconcile", "--late", s.late_path, "--results", s.results_path, "--dry-run"],
+                hard_exit=False) == 0
+    assert "4 too-late record(s) read, 4 reconciled into 3 CORRECTION pane(s)" in capsys.readouterr().out
+    assert main(["late", "reconcile", "--late", s.late_path, "--results", s.results_path, "--watermark", "end"],
+                hard_exit=False) == 0
+    text = capsys.readouterr().out
+    assert "total count: 5 -> 9 (+4)" in text and "as reconcile run 0" in text
+    assert _current(s.results_path) == s.truth()
+    assert main(["late", "reconcile", "--late", s.results_path, "--results", s.results_path], hard_exit=False) == 2
+    assert "eventtime late reconcile: error: " in capsys.readouterr().err

@@ -6,7 +6,9 @@ streaming query in local Spark — timestamp quarantine, 1-minute windows per us
 its checkpoint in ``DIR/checkpoint``, shows progress per micro-batch, and ends with a
 summary, the conservation check and a plot of the late data. Then two bounded jobs read the
 same events: sessions per user (``Session``, 15 s gap) into ``DIR/sessions`` and calendar
-days in Europe/Berlin (``Calendar``) into ``DIR/days`` (``--streaming-only`` skips them).
+days in Europe/Berlin (``Calendar``) into ``DIR/days``; last, the too-late records are
+reconciled into the results and held to the batch truth, the streaming query's transforms
+run bounded into ``DIR/truth`` (``--streaming-only`` skips these).
 Running it again on the same ``DIR`` resumes from the checkpoint; once finished it is a
 no-op that prints the summary.
 
@@ -25,7 +27,6 @@ over (discarding its own earlier checkpoint and tables in ``DIR``).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -38,7 +39,8 @@ from ..core.config import EngineConfig
 from ..core.kinds import LATE_RECORD, RECORD_KINDS
 from ..core.window import Calendar, Session, Tumbling
 from ..harness.conservation import ConservationReport, conservation
-from .demo_data import DEMO_SCHEMA_DDL, DemoStream, write_stream
+from .demo_data import DEMO_SCHEMA_DDL, DemoStream, late_by_partition, write_stream
+from .demo_reconcile import TRUTH, reconcile_step
 from .demo_query import (KAFKA_PARTITIONS, KAFKA_PRODUCED, KAFKA_TOPIC, PIPELINE, DemoError, _run_kafka_query,
                          _run_query, check_kafka_available, kafka_demo_source, produce_batch)
 
@@ -133,23 +135,6 @@ def demo_pipeline(spark, stream: DemoStream, directory: str, alerter=None, water
     else:
         source = kafka_demo_source(spark, bootstrap_servers)
     return _routed(source, config, config.window, directory, PIPELINE, alerter, watermark)
-
-
-def _late_by_partition(stream: DemoStream, directory: str, watermark: str) -> dict:
-    """Records too late for all their windows under ``watermark``, per source partition, by
-    the reference model over the demo's input files (one micro-batch per file, as the query reads them)."""
-    from ..core.reference import Record, ReferenceEngine
-
-    engine = ReferenceEngine(dataclasses.replace(_config(stream), watermark=watermark), unit="ms")
-    input_dir = os.path.join(directory, "input")
-    late: dict = {}
-    for name in sorted(f for f in os.listdir(input_dir) if f.endswith(".json")):
-        with open(os.path.join(input_dir, name), encoding="utf-8") as handle:
-            rows = [json.loads(line) for line in handle]
-        records = [Record(r["user_id"], r["ts"], r, bool(r["heartbeat"]), r["partition"]) for r in rows]
-        for rec in engine.process_batch(records).late:
-            late[rec.record.partition] = late.get(rec.record.partition, 0) + 1
-    return late
 
 
 def _source_marker(directory: str) -> Optional[str]:
@@ -283,8 +268,8 @@ def run_demo(
                         f"{source} run cannot resume; add --fresh-start to discard it (and its tables), or use "
                         "another --output directory")
     if fresh_start:
-        for name in ("checkpoint", "results", "late", "late_delays", "delays", "late.png", "delays.png", SOURCE_MARKER, KAFKA_PRODUCED,
-                     *(job[0] for job in BOUNDED_JOBS)):
+        for name in ("checkpoint", "results", "late", "late_delays", "delays", "late.png", "delays.png", SOURCE_MARKER,
+                     KAFKA_PRODUCED, TRUTH, *(job[0] for job in BOUNDED_JOBS)):
             path = os.path.join(output, name)
             if os.path.isdir(path):
                 shutil.rmtree(path)
@@ -348,6 +333,8 @@ def run_demo(
         report = _summary(stream, output, data_rows, watermark, say, late_main, pd)
         if bounded_jobs:
             _run_bounded_jobs(spark, stream, output, say, bootstrap)
+            reconcile_step(output, KEYS, ("count", "amount", "max_amount"), PIPELINE, lambda: bounded_job(
+                spark, stream, output, TRUTH, _config(stream).window, bootstrap), say)
     finally:
         if kafka is not None:
             kafka.stop()
@@ -377,7 +364,7 @@ def _summary(stream: DemoStream, output: str, data_rows: int, watermark: str, sa
         lagging = stream.lagging_partition
         is_late = late["kind"] == LATE_RECORD
         here = int((is_late & (late["partition"].astype(str) == str(lagging))).sum())
-        before = _late_by_partition(stream, output, "global")
+        before = late_by_partition(_config(stream), os.path.join(output, "input"), "global")
         say(f"  per-partition watermark: {int(is_late.sum())} late record(s), {here} on the lagging partition "
             f"{lagging}; the global watermark makes {sum(before.values())} late on the same batches, "
             f"{before.get(lagging, 0)} on partition {lagging} (reference model): {before.get(lagging, 0) - here} "

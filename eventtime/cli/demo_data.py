@@ -14,11 +14,11 @@ import json
 import os
 import random
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 from ..core._duration import to_instant_ms
 
-__all__ = ["DemoStream", "write_stream", "DEMO_SCHEMA_DDL"]
+__all__ = ["DemoStream", "write_stream", "DEMO_SCHEMA_DDL", "late_by_partition"]
 
 DEMO_SCHEMA_DDL = "user_id STRING, amount DOUBLE, ts STRING, partition INT, offset BIGINT, heartbeat BOOLEAN"
 
@@ -128,3 +128,21 @@ def write_stream(stream: DemoStream, directory: str) -> list[str]:
         os.replace(tmp, path)
         paths.append(path)
     return paths
+
+
+def late_by_partition(config: Any, input_dir: str, watermark: str) -> dict:
+    """Records too late for all their windows under ``watermark``, per source partition, by the
+    reference model over the demo's input files (one micro-batch per file, as the query reads them)."""
+    import dataclasses
+
+    from ..core.reference import Record, ReferenceEngine
+
+    engine = ReferenceEngine(dataclasses.replace(config, watermark=watermark), unit="ms")
+    late: dict = {}
+    for name in sorted(f for f in os.listdir(input_dir) if f.endswith(".json")):
+        with open(os.path.join(input_dir, name), encoding="utf-8") as handle:
+            rows = [json.loads(line) for line in handle]
+        records = [Record(r["user_id"], r["ts"], r, bool(r["heartbeat"]), r["partition"]) for r in rows]
+        for rec in engine.process_batch(records).late:
+            late[rec.record.partition] = late.get(rec.record.partition, 0) + 1
+    return late

@@ -24,15 +24,17 @@ def _watermark(text: str | None) -> int | None:
 
 def describe(report, results: str) -> list[str]:
     """The report for people: what was read, merged, left and how the totals moved."""
-    lines = [f"pipeline {report.pipeline}: {report.late_records} too-late record(s) read, {report.reconciled} "
-             f"reconciled into {report.corrections} CORRECTION pane(s)"
+    lines = [f"pipeline {report.pipeline}: {report.late_records} too-late record(s) read"
+             + (f", {report.already} reconciled before" if report.already else "")
+             + f", {report.reconciled} reconciled now into {report.corrections} CORRECTION pane(s)"
              + (f" ({report.windows_merged} merging sessions)" if report.windows_merged else "")]
     for reason, ids in sorted(report.left.items()):
         shown = ", ".join(ids[:5]) + (f", ... ({len(ids) - 5} more)" if len(ids) > 5 else "")
         lines.append(f"  left unreconciled, {reason}: {len(ids)} ({shown})")
     for name, before in report.totals_before.items():
         after = report.totals_after.get(name, before)
-        lines.append(f"  total {name}: {before:,} -> {after:,} ({after - before:+,})")
+        fmt = ",.2f" if isinstance(before, float) or isinstance(after, float) else ","
+        lines.append(f"  total {name}: {before:{fmt}} -> {after:{fmt}} ({after - before:+{fmt}})")
     if report.written:
         lines.append(f"  written to {results} as reconcile run {report.run}, in {report.seconds:.1f} s")
     elif report.skipped:

@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from ..core.kinds import INVALID_RECORD, LATE_RECORD
+from ..core.reconcile import CORRECTION
 from ..core.trigger import DISCARDING, FINAL_ONLY
 from ..core.window import Tumbling, WindowAssigner
 
@@ -74,7 +75,8 @@ def conservation(
     Needs tumbling windows (a record is in exactly one window) and a ``count()``
     aggregation in the panes; every window must have fired (flush the stream with a
     heartbeat first). ``record_identity`` are the record columns that identify an input row,
-    used to find duplicates (the payload holds the whole original row).
+    used to find duplicates (the payload holds the whole original row). CORRECTION panes (by
+    ``eventtime late reconcile``) are left out: the late records they hold are counted as late.
     """
     if not isinstance(window, Tumbling):
         raise ValueError("conservation from the tables needs tumbling windows: with sliding windows a record is counted in several")
@@ -83,6 +85,8 @@ def conservation(
     group = [*key_columns, "window_start"]
     counted = 0
     duplicated_panes = 0
+    if len(panes) and "pane_timing" in panes.columns:
+        panes = panes[panes["pane_timing"] != CORRECTION]
     if len(panes):
         duplicated_panes = int(panes.duplicated(subset=[*group, "pane_index"]).sum())
         panes = panes.drop_duplicates(subset=[*group, "pane_index"])

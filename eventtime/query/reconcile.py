@@ -50,7 +50,7 @@ NO_RECORD_ID = "no_record_id"  # a late table written before record ids (eventti
 
 @dataclasses.dataclass
 class ReconcileReport:
-    """What a run did: records read / reconciled, CORRECTION panes written, records left (by
+    """What a run did: too-late records read / reconciled now / reconciled before, CORRECTION panes written, records left (by
     reason, with their ids), the totals of the summable aggregations before and after, and time."""
 
     pipeline: str
@@ -65,6 +65,7 @@ class ReconcileReport:
     totals_after: dict[str, Any]
     watermark_ms: Optional[int]
     seconds: float
+    already: int = 0  # records of the late table that earlier runs reconciled
     skipped: Optional[str] = None
 
     def to_dict(self) -> dict:
@@ -286,6 +287,7 @@ def reconcile(
         outcome = sink(table, report.run, RECONCILE_QUERY)
         fault_point("after_reconcile_commit", report.run)
         report.written, report.skipped = outcome.written, outcome.skipped
+    report.already = sum(1 for r in late_rows if r.get("record_id") in done)
     report.seconds = time.perf_counter() - started
     return report
 

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..core.reconcile import CORRECTION
 from ..ops.paths import local_path
 
 __all__ = ["snapshot_dataset", "latest_panes", "compact", "check_table_columns", "PIPELINE_PROPERTY",
@@ -199,9 +200,12 @@ def latest_panes(
     path: str | os.PathLike[str],
     storage_options: Mapping[str, str] | None = None,
     pipeline: str | None = None,
+    corrections: bool = True,
 ) -> "Any":
     """The latest pane per ``(pipeline, key, window_start, window_end)`` of a results table
     as a pandas DataFrame: the highest ``pane_index`` (ties: the highest ``batch_id``).
+    ``corrections=False`` leaves out the CORRECTION panes of ``eventtime late reconcile``: the
+    results as the stream alone wrote them.
 
     With session windows a pane can supersede earlier sessions of its key (its
     ``merged_from``); a superseded session is not current and is left out.
@@ -215,6 +219,9 @@ def latest_panes(
     dt = DeltaTable(path, storage_options=dict(storage_options) if storage_options else None)
     dataset = snapshot_dataset(dt)
     expr = None if pipeline is None else (pc.field("pipeline") == pipeline)
+    if not corrections and "pane_timing" in dataset.schema.names:
+        stream = pc.field("pane_timing") != CORRECTION
+        expr = stream if expr is None else expr & stream
     df = dataset.to_table(filter=expr).to_pandas()
     if df.empty:
         return df

@@ -185,7 +185,7 @@ def test_the_command_reports_what_it_did_and_refuses_with_exit_2(tmp_path, capsy
     s = _tumbling_stream(tmp_path)
     assert main(["late", "reconcile", "--late", s.late_path, "--results", s.results_path, "--dry-run"],
                 hard_exit=False) == 0
-    assert "4 too-late record(s) read, 4 reconciled into 3 CORRECTION pane(s)" in capsys.readouterr().out
+    assert "4 too-late record(s) read, 4 reconciled now into 3 CORRECTION pane(s)" in capsys.readouterr().out
     assert main(["late", "reconcile", "--late", s.late_path, "--results", s.results_path, "--watermark", "end"],
                 hard_exit=False) == 0
     text = capsys.readouterr().out

@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from eventtime.cli.demo import _config, _late_by_partition, run_demo
-from eventtime.cli.demo_data import DemoStream
+from eventtime.cli.demo import _config, run_demo
+from eventtime.cli.demo_data import DemoStream, late_by_partition
 from eventtime.core.reference import Record, ReferenceEngine
 from eventtime.query.advise import advise
 from eventtime.query.advise_text import describe
@@ -66,7 +66,7 @@ def test_demo_with_per_partition_watermarks_saves_the_lagging_partitions_records
                      r"(\d+) saved on the lagging partition", text)
     assert line, text
     late, here, global_late, global_here, saved = map(int, line.groups())
-    model = _late_by_partition(DemoStream(rows=ROWS, batches=BATCHES), str(path), "per_partition")
+    model = late_by_partition(_config(DemoStream(rows=ROWS, batches=BATCHES)), str(path / "input"), "per_partition")
     # the Spark run's late records are the model's, partition by partition
     assert (late, here) == (sum(model.values()), model.get(3, 0))
     assert global_here > here and saved == global_here - here > 0 and global_late > late

@@ -453,3 +453,49 @@ if __name__ == "__main__":
         _job(sys.argv[2], sys.argv[3])
     else:
         sys.exit(f"usage: {sys.argv[0]} job INPUT_DIR OUTPUT_DIR")
+
+
+def test_reconcile_through_delta_spark_converges_to_the_bounded_run(dspark, stream_input, spark_run, tmp_path):
+    """The pipeline recorded in both tables through Spark SQL (ALTER TABLE ... SET TBLPROPERTIES),
+    the CORRECTION panes committed by Spark's Delta writer, the results then equal to the same
+    transforms run bounded; the pipeline above (a Spark SQL and a Python aggregation) is refused
+    record by record, not half reconciled."""
+    import eventtime
+    from eventtime.cli.demo_data import DEMO_SCHEMA_DDL
+    from eventtime.cli.demo_reconcile import compare_with_truth
+    from eventtime.core.reconcile import NOT_MERGEABLE
+    from eventtime.sinks import DeltaLateSink, DeltaResultsSink, latest_panes
+
+    def routed(source, out):
+        events = source.transform(eventtime.with_event_time(
+            "ts", unit="ms", max_out_of_orderness="10 seconds", min_valid="2000-01-01", max_future="1 day"))
+        out_df = events.transform(eventtime.window_aggregate(
+            keys=["user_id"], window=eventtime.Tumbling("1 minute"), allowed_lateness="3 minutes",
+            aggregations=[eventtime.count(), eventtime.sum("amount", name="amount"), eventtime.max("amount", name="hi")],
+            partition_col="partition", offset_col="offset", heartbeat_col="heartbeat"))
+        return eventtime.route(out_df, panes=DeltaResultsSink(str(out / "results"), pipeline="rec", engine="spark"),
+                               late=DeltaLateSink(str(out / "late"), pipeline="rec", engine="spark", delays=False),
+                               pipeline="rec", progress=False)
+
+    stream = routed(dspark.readStream.schema(DEMO_SCHEMA_DDL).option("maxFilesPerTrigger", 1).json(stream_input),
+                    tmp_path / "stream")
+    stream.start(checkpoint=str(tmp_path / "checkpoint"), trigger={"availableNow": True}).awaitTermination()
+    routed(dspark.read.schema(DEMO_SCHEMA_DDL).json(stream_input), tmp_path / "truth").start(end_of_input=True)
+    results, late = str(tmp_path / "stream" / "results"), str(tmp_path / "stream" / "late")
+    for path in (results, late):
+        quoted = path.replace("`", "``")
+        props = {r["key"]: r["value"] for r in dspark.sql(f"SHOW TBLPROPERTIES delta.`{quoted}`").collect()}
+        assert json.loads(props["eventtime.pipeline.rec"])["keys"] == ["user_id"]
+    truth = latest_panes(str(tmp_path / "truth" / "results"))
+    before = compare_with_truth(latest_panes(results), truth, ["user_id"], ["count", "amount", "hi"])
+    report = eventtime.reconcile(late, results, engine="spark", spark=dspark)
+    assert report.written and report.reconciled == report.late_records > 0 and report.left == {}
+    assert "Apache-Spark" in history(dspark, results)[-1]["engineInfo"]
+    after = compare_with_truth(latest_panes(results), truth, ["user_id"], ["count", "amount", "hi"])
+    assert before["different"] > 0 and after["different"] == 0 and after["windows"] == len(truth)
+    again = eventtime.reconcile(late, results, engine="spark", spark=dspark)
+    assert (again.written, again.reconciled, again.already) == (False, 0, report.reconciled)
+
+    refused = eventtime.reconcile(str(spark_run / "late"), str(spark_run / "results"), engine="spark", spark=dspark)
+    assert not refused.written and list(refused.left) == [NOT_MERGEABLE]
+    assert len(refused.left[NOT_MERGEABLE]) == refused.late_records > 0

@@ -47,7 +47,7 @@ def late_table(late: list) -> pa.Table:
         "event_time": pa.array([ts(r.ts_ms) for r in late], pa.timestamp("us", tz="UTC")),
         "watermark": pa.array([None if r.watermark_ms is None else ts(r.watermark_ms) for r in late],
                               pa.timestamp("us", tz="UTC")),
-        "payload": [json.dumps({"user": r.record.key, "amount": r.record.fields.get("amount")}) for r in late],
+        "payload": [json.dumps({"user": r.record.key, **r.record.fields}) for r in late],
         "user": [r.record.key for r in late],
     })
 
@@ -56,10 +56,10 @@ class Stream:
     """The reference model's stream written batch by batch into the two tables."""
 
     def __init__(self, tmp: str, config: EngineConfig, pipeline: str = "p", query_id: str = "q1",
-                 record: bool = True) -> None:
+                 record: bool = True, mode: str = "append") -> None:
         self.config, self.query_id = config, query_id
         self.results_path, self.late_path = os.path.join(tmp, "results"), os.path.join(tmp, "late")
-        self.results = DeltaResultsSink(self.results_path, pipeline, key_columns=KEYS, engine="rust")
+        self.results = DeltaResultsSink(self.results_path, pipeline, key_columns=KEYS, engine="rust", mode=mode)
         self.late = DeltaLateSink(self.late_path, pipeline, engine="rust", delays=False)
         self.late.ensure_table()
         document = {"config": config.to_spec(), "keys": KEYS}
@@ -69,11 +69,12 @@ class Stream:
         self.valid: list = []
         self.batch_id = 0
 
-    def batch(self, records: list, now_ms: int = 10**12) -> None:
+    def batch(self, records: list, now_ms: int = 10**12):
         out = self.engine.process_batch(records, now_ms)
         self._write(out)
         invalid = {id(r.record) for r in out.invalid}
         self.valid += [r for r in records if not r.heartbeat and id(r) not in invalid]
+        return out
 
     def end(self) -> None:
         self._write(self.engine.end_of_input())

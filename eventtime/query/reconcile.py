@@ -78,11 +78,19 @@ def _dataset(path: str, options: Optional[Mapping[str, str]]):
     return snapshot_dataset(DeltaTable(path, storage_options=dict(options) if options else None))
 
 
+def _exists(path: str, options) -> bool:
+    from deltalake import DeltaTable
+
+    return DeltaTable.is_deltatable(path, dict(options) if options else None)
+
+
 def _refuse_tables(late: str, results: str, options, spark) -> None:
     from deltalake import DeltaTable
 
     for path, kind, sink in ((late, "late", "DeltaLateSink"), (results, "results", "DeltaResultsSink")):
         if not DeltaTable.is_deltatable(path, dict(options) if options else None):
+            if kind == "results":  # a stream that has written no pane yet: the corrections create the table
+                continue
             raise ValueError(f"reconcile: no Delta table at {path!r} (the {kind} table that {sink} writes)")
         required, typed = TABLE_COLUMNS[kind]
         check_table_columns(path, f"reconcile ({kind} table)", "late and invalid records" if kind == "late"
@@ -90,7 +98,8 @@ def _refuse_tables(late: str, results: str, options, spark) -> None:
 
 
 def _pipeline(late: str, results: str, pipeline: Optional[str], options) -> tuple[str, dict]:
-    docs_late, docs_results = recorded_pipelines(late, options), recorded_pipelines(results, options)
+    docs_late = recorded_pipelines(late, options)
+    docs_results = recorded_pipelines(results, options) if _exists(results, options) else {}
     names = sorted(set(docs_late) | set(docs_results))
     if pipeline is None:
         if len(names) != 1:
@@ -105,11 +114,13 @@ def _pipeline(late: str, results: str, pipeline: Optional[str], options) -> tupl
     if doc_late is None and doc_results is None:
         raise ValueError(f"reconcile: neither table records pipeline {pipeline!r} (they record: "
                          f"{', '.join(names) or 'none'}); start its query once with this version, or name another")
-    if doc_late is not None and doc_results is not None and doc_late != doc_results:
+    same = ("config", "keys")
+    if doc_late is not None and doc_results is not None and [doc_late.get(k) for k in same] != [
+            doc_results.get(k) for k in same]:
         raise ValueError(
             f"reconcile: the late table {late!r} and the results table {results!r} record different pipelines "
             f"under the name {pipeline!r} (window / aggregations / keys differ): give the two tables of one pipeline")
-    return pipeline, doc_results if doc_results is not None else doc_late
+    return pipeline, {**(doc_late or {}), **(doc_results or {})}
 
 
 def reconciled_ids(results: str | os.PathLike[str], pipeline: Optional[str] = None,
@@ -241,13 +252,14 @@ def reconcile(
     config, keys = EngineConfig.from_spec(document["config"]), list(document["keys"])
     import pyarrow.dataset as pds
 
-    res_ds = _dataset(results, storage_options)
+    res_ds = _dataset(results, storage_options) if _exists(results, storage_options) else None
+    res_schema = res_ds.schema if res_ds is not None else pa.schema([])
     names = [agg.name for agg in config.aggregations]
-    missing = [n for n in names if n not in res_ds.schema.names]
+    missing = [n for n in names if res_ds is not None and n not in res_schema.names]
     if missing:
         raise ValueError(f"reconcile: the results table {results!r} has no column(s) {', '.join(missing)} of "
                          f"pipeline {pipeline!r}'s aggregations: is it the table of another pipeline?")
-    res_rows = res_ds.to_table(filter=pds.field("pipeline") == pipeline).to_pylist()
+    res_rows = [] if res_ds is None else res_ds.to_table(filter=pds.field("pipeline") == pipeline).to_pylist()
     done = {i for r in res_rows if r.get("pane_timing") == CORRECTION for i in (r.get(LATE_RECORD_IDS) or ())}
     late_ds = _dataset(late, storage_options)
     expr = (pds.field("pipeline") == pipeline) & (pds.field("reason") == TOO_LATE)
@@ -260,7 +272,7 @@ def reconcile(
     if no_id:
         left[NO_RECORD_ID] = [f"{r['key']}@{r['event_time']}" for r in no_id]
     pending = [r for r in late_rows if r.get("record_id") is not None and r["record_id"] not in done]
-    values, bad = _late_values(config, [r["payload"] for r in pending], res_ds.schema)
+    values, bad = _late_values(config, [r["payload"] for r in pending], res_schema)
     for i in sorted(bad):
         left.setdefault(PAYLOAD_UNREADABLE, []).append(pending[i]["record_id"])
     inputs = [LateInput(r["record_id"], r["key"], _ms(r["event_time"]), None if r["watermark"] is None else
@@ -278,9 +290,9 @@ def reconcile(
                              sum(1 for c in plan.corrections if c.merged_from), left, _totals(config, before),
                              _totals(config, after), watermark_ms if watermark_ms is not None else proved, 0.0)
     if plan.corrections and not dry_run:
-        table = _correction_table(config, keys, plan.corrections, res_ds.schema, current, pending)
+        table = _correction_table(config, keys, plan.corrections, res_schema, current, pending)
         sink = DeltaResultsSink(results, pipeline, key_columns=keys, storage_options=storage_options, engine=engine,
-                                spark=spark, add_columns=True)
+                                spark=spark, add_columns=True, mode=document.get("mode", "append"))
         committed = sink.committed_version(RECONCILE_QUERY)
         report.run = 0 if committed is None else committed + 1
         fault_point("before_reconcile_commit", report.run)
@@ -323,5 +335,10 @@ def _correction_table(config: EngineConfig, keys: list[str], corrections: list, 
     if config.window.merging:
         cols["merged_from"] = pa.array([[{"start": to_ts(w.start_ms), "end": to_ts(w.end_ms)} for w in c.merged_from]
                                         for c in corrections], MERGED_FROM_TYPE)
-    cols[LATE_RECORD_IDS] = pa.array([list(c.record_ids) for c in corrections], pa.list_(pa.string()))
+    # every late record the window holds, those of its earlier CORRECTION panes too: an upsert table
+    # keeps only the window's last row, and reconcile reads the records it used from the table
+    earlier = {(p.key, p.window): row.get(LATE_RECORD_IDS) or [] for p, row in current}
+    cols[LATE_RECORD_IDS] = pa.array([sorted({*c.record_ids, *(i for w in (c.window, *c.merged_from)
+                                                                 for i in earlier.get((c.key, w), ()))})
+                                      for c in corrections], pa.list_(pa.string()))
     return pa.table(cols)

@@ -22,7 +22,10 @@ import os
 from typing import Any, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from ..core.trigger import DISCARDING, FINAL_ONLY
+from .delta_merge import merge_rows, merge_rust, merge_spark
 from .delta_write import DeltaSink, DeltaSinkError, WriteResult
 from .schema import RECORD_SCHEMA, TS, _prepare_panes, _prepare_records
 from .spark_delta import spark_has_delta, write_via_spark
@@ -152,6 +155,11 @@ class DeltaResultsSink(_PipelineRecorded):
     ones a pipeline gained (a new aggregation; earlier panes read null there), else ``route``
     refuses the table before the query starts.
 
+    ``mode="upsert"`` keeps one row per key and window instead (the current-state table a
+    dashboard reads: each pane and CORRECTION replaces its window's row, a session pane deletes
+    the rows of the sessions it supersedes), by one Delta ``MERGE`` per batch, exactly once
+    per batch as appends are (:mod:`eventtime.sinks.delta_merge`).
+
     Example:
         >>> import pyarrow as pa, tempfile, os, datetime as dt
         >>> path = os.path.join(tempfile.mkdtemp(), "results")
@@ -171,7 +179,14 @@ class DeltaResultsSink(_PipelineRecorded):
     _what = "window panes"
 
     def __init__(self, path: str | os.PathLike[str], pipeline: str, *args: Any,
-                 key_columns: Sequence[str] | None = None, add_columns: bool = False, **kwargs: Any) -> None:
+                 key_columns: Sequence[str] | None = None, add_columns: bool = False, mode: str = "append",
+                 **kwargs: Any) -> None:
+        if not isinstance(mode, str):
+            raise TypeError(f"mode must be a str, got {type(mode).__name__} {mode!r}")
+        if mode not in ("append", "upsert"):
+            raise ValueError(f"mode must be 'append' (every pane, the history) or 'upsert' (one row per key and "
+                             f"window), got {mode!r}")
+        self.mode = mode
         super().__init__(path, pipeline, *args, **kwargs)
         if key_columns is not None and (
             isinstance(key_columns, str) or not all(isinstance(c, str) for c in key_columns)
@@ -203,6 +218,53 @@ class DeltaResultsSink(_PipelineRecorded):
 
     def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime) -> pa.Table:
         return _prepare_panes(table, self.pipeline, query_id, batch_id, now, self.key_columns)
+
+    def record_pipeline(self, document: dict) -> None:
+        """As the base class; an upsert table refuses a pipeline of discarding panes (``ValueError``,
+        before the query starts): it keeps a window's last pane, which holds only its last records."""
+        config = document.get("config", {})
+        if self.mode == "upsert" and config.get("accumulation") == DISCARDING and config.get("emit") != FINAL_ONLY:
+            raise ValueError(
+                f"DeltaResultsSink({self.path!r}, mode='upsert'): pipeline {self.pipeline!r} emits discarding panes "
+                f"(each holds only the records since the window's previous pane), and an upsert table keeps only a "
+                f"window's last pane: its rows would lose records. Use accumulation='accumulating' (or "
+                f"emit='final_only') for the upsert table, or mode='append'.")
+        super().record_pipeline({**document, "mode": self.mode} if self.mode != "append" else document)
+
+    def _write_rust(self, data: pa.Table, batch_id: int, query_id: str, app_id: str,
+                    partition_by: list[str] | None, attempts: int) -> WriteResult:
+        dt = self._table() if self.mode == "upsert" else None
+        if dt is None:  # appends, and the first write of an upsert table (which creates it)
+            return super()._write_rust(self._upserts(data), batch_id, query_id, app_id, partition_by, attempts)
+        skipped = self._committed(dt, app_id, batch_id, query_id, attempts)
+        if skipped is not None:
+            return skipped
+        from deltalake import CommitProperties, Transaction
+
+        merge_rust(dt, merge_rows(data), CommitProperties(app_transactions=[Transaction(app_id, batch_id)],
+                                                          custom_metadata=self._commit_metadata(query_id, batch_id)))
+        return WriteResult(True, data.num_rows, attempts, version=self._table().version())
+
+    def _write_spark(self, data: pa.Table, batch_id: int, query_id: str, app_id: str,
+                     partition_by: list[str] | None, attempts: int) -> WriteResult:
+        dt = self._table() if self.mode == "upsert" else None
+        if dt is None:
+            return super()._write_spark(self._upserts(data), batch_id, query_id, app_id, partition_by, attempts)
+        skipped = self._committed(dt, app_id, batch_id, query_id, attempts)
+        if skipped is not None:
+            return skipped
+        before = dt.version()
+        merge_spark(self.spark, self.path, merge_rows(data), app_id, batch_id)
+        version = self._table().version()
+        if version == before:  # delta-spark skipped it: another writer committed the batch first
+            return WriteResult(False, 0, attempts, skipped="already_committed", version=version)
+        return WriteResult(True, data.num_rows, attempts, version=version)
+
+    def _upserts(self, data: pa.Table) -> pa.Table:
+        if self.mode == "append":
+            return data
+        rows = merge_rows(data)
+        return rows.filter(pc.equal(rows.column("_et_op"), "upsert")).drop_columns(["_et_op"])
 
 
 class DeltaDelaySink(DeltaSink):

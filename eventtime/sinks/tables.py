@@ -225,36 +225,40 @@ def latest_panes(
     df = dataset.to_table(filter=expr).to_pandas()
     if df.empty:
         return df
+    import pandas as pd
+
     group = ["pipeline", "key", "window_start", "window_end"]
-    df = df.sort_values(group + ["pane_index", "batch_id"], ascending=[True] * 4 + [False, False], kind="stable")
+    every = df.assign(_written=pd.MultiIndex.from_arrays([df["written_at"], df["batch_id"]]).factorize(sort=True)[0])
+    df = every.sort_values(group + ["pane_index", "_written"], ascending=[True] * 4 + [False, False], kind="stable")
     df = df.drop_duplicates(subset=group, keep="first").reset_index(drop=True)
     if "merged_from" in df.columns:
-        df = _without_superseded(df, group)
-    return df
+        df = _without_superseded(df, every, group)
+    return df.drop(columns="_written")
 
 
-def _without_superseded(df: "Any", group: list[str]) -> "Any":
-    """Drops the sessions a pane of the same write or a later one replaced (``merged_from``).
+def _without_superseded(df: "Any", every: "Any", group: list[str]) -> "Any":
+    """Drops the sessions that a pane of the same write or a later one replaced (its
+    ``merged_from``), looking at every pane (``every``), not only the latest ones: a CORRECTION
+    pane at a session's bounds replaces the pane that listed what the session superseded.
 
     A later session of the key can have the same bounds as a replaced one (after it expired);
     it was written after the pane that replaced the old one, so it stays. Writes are ordered by
-    ``(written_at, batch_id)``: a reconcile run's CORRECTION panes have batch ids of their own.
+    ``(written_at, batch_id)`` (``_written``): a reconcile run's panes have batch ids of their own.
     """
     import pandas as pd
 
-    order = pd.MultiIndex.from_arrays([df["written_at"], df["batch_id"]]).factorize(sort=True)[0]
     rows = [
         (p, k, b["start"], b["end"], written)
-        for p, k, merged, written in zip(df["pipeline"], df["key"], df["merged_from"], order)
+        for p, k, merged, written in zip(every["pipeline"], every["key"], every["merged_from"], every["_written"])
         if merged is not None
         for b in merged
     ]
     if not rows:
         return df
     replaced = pd.DataFrame(rows, columns=[*group, "replaced_in"]).groupby(group, as_index=False)["replaced_in"].max()
-    merged = df.assign(_written=order).merge(replaced, on=group, how="left")
+    merged = df.merge(replaced, on=group, how="left")
     keep = merged["replaced_in"].isna() | (merged["replaced_in"] < merged["_written"])
-    return merged[keep].drop(columns=["replaced_in", "_written"]).reset_index(drop=True)
+    return merged[keep].drop(columns="replaced_in").reset_index(drop=True)
 
 
 def compact(

@@ -466,14 +466,15 @@ def test_reconcile_through_delta_spark_converges_to_the_bounded_run(dspark, stre
     from eventtime.core.reconcile import NOT_MERGEABLE
     from eventtime.sinks import DeltaLateSink, DeltaResultsSink, latest_panes
 
-    def routed(source, out):
+    def routed(source, out, mode="append"):
         events = source.transform(eventtime.with_event_time(
             "ts", unit="ms", max_out_of_orderness="10 seconds", min_valid="2000-01-01", max_future="1 day"))
         out_df = events.transform(eventtime.window_aggregate(
             keys=["user_id"], window=eventtime.Tumbling("1 minute"), allowed_lateness="3 minutes",
             aggregations=[eventtime.count(), eventtime.sum("amount", name="amount"), eventtime.max("amount", name="hi")],
             partition_col="partition", offset_col="offset", heartbeat_col="heartbeat"))
-        return eventtime.route(out_df, panes=DeltaResultsSink(str(out / "results"), pipeline="rec", engine="spark"),
+        return eventtime.route(out_df, panes=DeltaResultsSink(str(out / "results"), pipeline="rec", engine="spark",
+                                                              mode=mode),
                                late=DeltaLateSink(str(out / "late"), pipeline="rec", engine="spark", delays=False),
                                pipeline="rec", progress=False)
 
@@ -495,6 +496,21 @@ def test_reconcile_through_delta_spark_converges_to_the_bounded_run(dspark, stre
     assert before["different"] > 0 and after["different"] == 0 and after["windows"] == len(truth)
     again = eventtime.reconcile(late, results, engine="spark", spark=dspark)
     assert (again.written, again.reconciled, again.already) == (False, 0, report.reconciled)
+
+    # the current-state table: one row per window by Spark SQL's MERGE, reconciled in place
+    upsert = routed(dspark.readStream.schema(DEMO_SCHEMA_DDL).option("maxFilesPerTrigger", 1).json(stream_input),
+                    tmp_path / "upsert", mode="upsert")
+    upsert.start(checkpoint=str(tmp_path / "upsert-checkpoint"), trigger={"availableNow": True}).awaitTermination()
+    current = str(tmp_path / "upsert" / "results")
+    assert any(c["operation"] == "MERGE" and "Apache-Spark" in c["engineInfo"] for c in history(dspark, current))
+    rows = read_rows(current).to_pandas()
+    assert not rows.duplicated(["key", "window_start", "window_end"]).any()
+    assert compare_with_truth(rows, latest_panes(str(tmp_path / "stream" / "results"), corrections=False),
+                              ["user_id"], ["count", "amount", "hi"])["different"] == 0
+    merged = eventtime.reconcile(str(tmp_path / "upsert" / "late"), current, engine="spark", spark=dspark)
+    assert merged.written and merged.reconciled == report.reconciled
+    assert history(dspark, current)[-1]["operation"] == "MERGE"
+    assert compare_with_truth(read_rows(current).to_pandas(), truth, ["user_id"], ["count", "amount", "hi"]) == after
 
     refused = eventtime.reconcile(str(spark_run / "late"), str(spark_run / "results"), engine="spark", spark=dspark)
     assert not refused.written and list(refused.left) == [NOT_MERGEABLE]

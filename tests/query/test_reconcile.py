@@ -5,6 +5,7 @@ process is killed; records it cannot use are listed; other tables are refused.""
 from __future__ import annotations
 
 import builtins
+import json
 import os
 import signal
 import subprocess
@@ -17,7 +18,8 @@ from deltalake import DeltaTable
 import eventtime
 from eventtime import EngineConfig, Record, Session, Tumbling, count, latest_panes, max, mean, min, sum
 from eventtime.core.reconcile import NOT_MERGEABLE, WINDOW_OPEN
-from eventtime.core.trigger import END_OF_INPUT_MS
+from eventtime.core.trigger import END_OF_INPUT_MS, is_expired
+from eventtime.core.window import Window
 from eventtime.query.reconcile import LATE_RECORD_IDS, reconciled_ids
 
 from reconcile_tables import Stream, ts
@@ -30,10 +32,10 @@ def _config(window, **kwargs) -> EngineConfig:
     return EngineConfig(window, min_valid_ms=1, **kwargs)
 
 
-def _current(path: str) -> dict[tuple, dict]:
+def _current(path: str, names=tuple(a.name for a in AGGS)) -> dict[tuple, dict]:
     df = latest_panes(path)
     return {(r["key"], r["window_start"].to_pydatetime(), r["window_end"].to_pydatetime()):
-            {a.name: (None if r[a.name] != r[a.name] else int(r[a.name])) for a in AGGS} for _, r in df.iterrows()}
+            {n: (None if r[n] != r[n] else int(r[n])) for n in names} for _, r in df.iterrows()}
 
 
 def _tumbling_stream(tmp_path, lateness_ms: int = 0) -> Stream:
@@ -193,3 +195,155 @@ def test_the_command_reports_what_it_did_and_refuses_with_exit_2(tmp_path, capsy
     assert _current(s.results_path) == s.truth()
     assert main(["late", "reconcile", "--late", s.results_path, "--results", s.results_path], hard_exit=False) == 2
     assert "eventtime late reconcile: error: " in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# the current-state table: DeltaResultsSink(mode="upsert")
+
+
+def _session_stream(tmp, mode: str) -> Stream:
+    s = Stream(str(tmp), _config(Session("30 seconds"), aggregations=AGGS, allowed_lateness_ms=MINUTE), mode=mode)
+    s.batch([Record("a", 1_000, {"amount": 1}), Record("a", 50_000, {"amount": 2}), Record("b", 5_000, {"amount": 3})])
+    s.batch([Record("a", 30_000, {"amount": 4})])  # bridges a's two sessions: one pane supersedes both
+    s.batch([Record("a", 200_000, {"amount": 8}), Record("b", 7_000, {"amount": 16})])
+    s.batch([Record("a", 20_000, {"amount": 32})])  # too late
+    s.end()
+    return s
+
+
+def _tumbling_with_late_panes(tmp, mode: str) -> Stream:
+    s = Stream(str(tmp), _config(Tumbling("1 minute"), aggregations=AGGS, allowed_lateness_ms=MINUTE), mode=mode)
+    s.batch([Record("a", 10_000, {"amount": 1}), Record("b", 20_000, {"amount": 2}), Record("a", 70_000, {"amount": 4})])
+    s.batch([Record("a", 30_000, {"amount": 8}), Record("a", 130_000, {"amount": 16})])  # a LATE pane of [0, 1 min)
+    s.batch([Record("a", 40_000, {"amount": 32}), Record("c", 40_000, {"amount": 64}),  # too late
+             Record("b", 200_000, {"amount": 128})])
+    s.batch([Record("a", 50_000, {"amount": None}), Record("a", 65_000, {"amount": 256})])  # too late
+    s.end()
+    return s
+
+
+@pytest.mark.parametrize("window", ["tumbling", "session"])
+def test_the_upsert_table_holds_one_row_per_window_the_latest_pane_of_the_history(tmp_path, window):
+    make = _tumbling_with_late_panes if window == "tumbling" else _session_stream
+    streams = {mode: make(tmp_path / mode, mode) for mode in ("append", "upsert")}
+    history, current = streams["append"], streams["upsert"]
+    rows = DeltaTable(current.results_path).to_pandas()
+    assert not rows.duplicated(["key", "window_start", "window_end"]).any()
+    assert _current(current.results_path) == _current(history.results_path)
+    assert len(rows) == len(latest_panes(history.results_path)) < len(DeltaTable(history.results_path).to_pandas())
+    # a batch written again (a restart after the commit) changes nothing
+    version = DeltaTable(current.results_path).version()
+    out = current.results(DeltaTable(current.results_path).to_pyarrow_table().select(
+        ["user", "window_start", "window_end", "pane_timing", "pane_index", "is_final", *(a.name for a in AGGS)]),
+        1, current.query_id)
+    assert (out.written, out.skipped, DeltaTable(current.results_path).version()) == (False, "already_committed", version)
+    # reconciled, twice, in place
+    for s in (history, current):
+        first = eventtime.reconcile(s.late_path, s.results_path)
+        assert first.written and first.reconciled == first.late_records > 0
+        assert _current(s.results_path) == s.truth()
+        assert not eventtime.reconcile(s.late_path, s.results_path).written
+    assert not DeltaTable(current.results_path).to_pandas().duplicated(["key", "window_start", "window_end"]).any()
+
+
+def test_an_upsert_table_reconciled_between_batches_keeps_every_reconciled_record(tmp_path):
+    s = Stream(str(tmp_path), _config(Tumbling("1 minute"), aggregations=AGGS), mode="upsert")
+    s.batch([Record("a", 10_000, {"amount": 1}), Record("a", 130_000, {"amount": 2})])
+    s.batch([Record("a", 20_000, {"amount": 4})])
+    assert eventtime.reconcile(s.late_path, s.results_path).reconciled == 1
+    s.batch([Record("a", 30_000, {"amount": 8}), Record("a", 300_000, {"amount": 16})])
+    s.end()
+    second = eventtime.reconcile(s.late_path, s.results_path)
+    assert (second.reconciled, second.already) == (1, 1)  # the first record is not merged twice
+    assert _current(s.results_path) == s.truth()
+    row = DeltaTable(s.results_path).to_pandas().query("pane_timing == 'CORRECTION'")
+    assert len(row) == 1 and len(row.iloc[0][LATE_RECORD_IDS]) == 2 and row.iloc[0]["pane_index"] == 2
+
+
+def test_mode_is_checked(tmp_path):
+    from eventtime import DeltaResultsSink
+
+    with pytest.raises(ValueError, match="mode must be 'append'.*got 'merge'"):
+        DeltaResultsSink(str(tmp_path / "r"), "p", mode="merge")
+    with pytest.raises(TypeError, match="mode must be a str"):
+        DeltaResultsSink(str(tmp_path / "r"), "p", mode=1)
+
+
+# ---------------------------------------------------------------------------
+# the property, through the tables: random streams, reconcile runs between their batches
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from property_tests.strategies import every_kind_scenarios  # noqa: E402
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(every_kind_scenarios(), st.sets(st.integers(0, 5)), st.sampled_from(["append", "upsert"]))
+def test_through_the_tables_random_streams_converge_to_the_bounded_run(tmp_path_factory, scenario, between, mode):
+    from eventtime.harness.scenario import parse_scenario
+
+    parsed = parse_scenario(scenario)
+    c = parsed.config
+    config = EngineConfig(c.window, (count(), sum("value", name="s"), min("value", name="lo"), max("value", name="hi")),
+                          c.max_out_of_orderness_ms, c.allowed_lateness_ms, c.accumulation, c.emit, c.min_valid_ms,
+                          c.max_future_ms)
+    discarding = config.accumulation == "discarding" and config.emit != "final_only"
+    s = Stream(str(tmp_path_factory.mktemp("prop")), config, mode="append" if discarding else mode)
+    dropped = set()  # sliding windows that expired before an accepted record of theirs came (not late: not reconcilable)
+    for i, batch in enumerate(parsed.batches):
+        before = s.engine.watermark_ms
+        out = s.batch(batch, parsed.now_ms)
+        rejected = {id(r.record) for r in (*out.late, *out.invalid)}
+        if not config.window.merging:
+            for r in batch:
+                if not r.heartbeat and id(r) not in rejected:
+                    dropped |= {(r.key, w) for w in config.window.assign(int(r.ts))
+                                if is_expired(w, before, config.allowed_lateness_ms)}
+        if i in between:
+            eventtime.reconcile(s.late_path, s.results_path)
+    s.end()
+    report = eventtime.reconcile(s.late_path, s.results_path, watermark_ms=END_OF_INPUT_MS)
+    assert report.left == {}
+    truth = {(json.loads(k[0])["user"], Window(_ms(k[1]), _ms(k[2]))): v for k, v in s.truth(parsed.now_ms).items()}
+    written = DeltaTable.is_deltatable(s.results_path)  # a stream of no valid record wrote no pane, reconcile none
+    rows = DeltaTable(s.results_path).to_pyarrow_table().to_pylist() if written else []
+    got = {}
+    for (key, start, end), values in (_current(s.results_path, ("count", "s", "lo", "hi")) if written else {}).items():
+        window = Window(_ms(start), _ms(end))
+        if discarding:  # each record is in one pane of its window (a session: of the sessions inside it)
+            inside = [r for r in rows if r["key"] == key and start <= r["window_start"] and r["window_end"] <= end]
+            values = {"count": builtins.sum(r["count"] for r in inside),
+                      "s": _none_sum([r["s"] for r in inside]), "lo": _none_min([r["lo"] for r in inside]),
+                      "hi": _none_max([r["hi"] for r in inside])}
+        got[(json.loads(key)["user"], window)] = values
+    differing = {k for k in truth.keys() | got.keys() if truth.get(k) != got.get(k)}
+    assert differing <= dropped, (differing - dropped, truth, got)
+
+
+def _ms(t) -> int:
+    return int((t - ts(0)).total_seconds() * 1000)
+
+
+def _none_sum(values):
+    present = [v for v in values if v is not None]
+    return builtins.sum(present) if present else None
+
+
+def _none_min(values):
+    present = [v for v in values if v is not None]
+    return builtins.min(present) if present else None
+
+
+def _none_max(values):
+    present = [v for v in values if v is not None]
+    return builtins.max(present) if present else None
+
+
+def test_an_upsert_table_refuses_discarding_panes_before_the_query_starts(tmp_path):
+    config = _config(Tumbling("1 minute"), aggregations=AGGS, accumulation="discarding")
+    with pytest.raises(ValueError, match="mode='upsert'.*discarding panes.*accumulation='accumulating'"):
+        Stream(str(tmp_path), config, mode="upsert")
+    Stream(str(tmp_path / "final"), _config(Tumbling("1 minute"), aggregations=AGGS, accumulation="discarding",
+                                            emit="final_only"), mode="upsert")  # a FINAL pane holds everything

@@ -143,3 +143,16 @@ def test_a_record_in_a_window_the_results_never_had_makes_its_first_pane():
     [c] = plan.corrections
     assert (c.window, c.index, dict(c.values), c.record_ids) == (
         Window(1000, 2000), 0, {"count": 1, "s": 4, "lo": 4, "hi": 4}, ("r",))
+
+
+def test_a_session_is_corrected_once_expired_at_equality_and_left_open_one_ms_before():
+    from eventtime import Session
+    from eventtime.core.reconcile import WINDOW_OPEN
+
+    config = EngineConfig(Session(1000), aggregations=AGGS, allowed_lateness_ms=500)
+    current = [CurrentPane("k", Window(0, 1000), 0, {"count": 1, "s": 1, "lo": 1, "hi": 1})]
+    late = [LateInput("r", "k", 1500, None, {"value": 2})]  # bridges into [0, 2500): expired once W >= 2499 + 500
+    closed = plan_corrections(config, current, late, watermark_ms=2999)
+    assert [(c.window, c.index, c.merged_from) for c in closed.corrections] == [(Window(0, 2500), 1, (Window(0, 1000),))]
+    still_open = plan_corrections(config, current, late, watermark_ms=2998)
+    assert still_open.corrections == [] and [(u.record_id, u.reason) for u in still_open.left] == [("r", WINDOW_OPEN)]

@@ -145,6 +145,10 @@ def _summary(args: argparse.Namespace, out: TextIO) -> int:
 
     summary = summarize(_read(args), top_n=args.top)
     summary["table"] = args.table
+    if getattr(args, "results", None):
+        from eventtime.query.reconcile import reconciliation
+
+        summary["reconciled"] = reconciliation(args.table, args.results, args.pipeline, _options(args))
     if args.format == "json":
         json.dump(summary, out, indent=2, sort_keys=False)
         out.write("\n")
@@ -158,6 +162,8 @@ def _summary(args: argparse.Namespace, out: TextIO) -> int:
                 w.writerow([section, name, count])
         for item in summary["top_keys"]:
             w.writerow(["top_keys", item["key"], item["count"]])
+        for name, value in (summary.get("reconciled") or {}).items():
+            w.writerow(["reconciled", name, json.dumps(value) if isinstance(value, dict) else value])
     elif not summary["total"]:
         out.write(f"late-data table {args.table}\n  no late or invalid records"
                   f"{' match the filters' if _filtered(args) else ' yet'}\n")
@@ -180,6 +186,11 @@ def _summary(args: argparse.Namespace, out: TextIO) -> int:
         if not summary["top_keys"]:
             lines.append("  -")
         lines.extend(f"  {item['count']:>8}  {item['key']}" for item in summary["top_keys"])
+        if "reconciled" in summary:
+            r = summary["reconciled"]
+            moved = ", ".join(f"{k} {v:+,}" for k, v in r["totals_change"].items()) or "nothing"
+            lines.append(f"reconciled ({args.results}): {r['reconciled']} of {r['too_late']} too-late records of "
+                         f"pipeline {r['pipeline']}, in {r['runs']} run(s); the totals moved: {moved}")
         out.write("\n".join(lines) + "\n")
     return 0
 

@@ -80,6 +80,8 @@ def add_late_group(subparsers: Any) -> argparse.ArgumentParser:
     filters(p)
     p.add_argument("--format", choices=["table", "json", "csv"], default="table")
     p.add_argument("--top", type=_positive_int("--top", 1), default=10, help="number of top keys")
+    p.add_argument("--results", metavar="PATH", help="the pipeline's results table: adds how many too-late records "
+                                                     "reconcile merged, and how much that moved the totals")
 
     p = sub.add_parser("show", help="list late/invalid records")
     common(p)

@@ -37,7 +37,7 @@ from ..sinks.delta import DeltaResultsSink
 from ..sinks.schema import MERGED_FROM_TYPE, TABLE_COLUMNS, TS
 from ..sinks.tables import check_table_columns, recorded_pipelines, snapshot_dataset
 
-__all__ = ["ReconcileReport", "reconcile", "reconciled_ids", "RECONCILE_QUERY", "LATE_RECORD_IDS",
+__all__ = ["ReconcileReport", "reconcile", "reconciled_ids", "reconciliation", "RECONCILE_QUERY", "LATE_RECORD_IDS",
            "PAYLOAD_UNREADABLE", "NO_RECORD_ID"]
 
 #: The query id of reconcile runs in the results table (their batch id is the run's number).
@@ -342,3 +342,37 @@ def _correction_table(config: EngineConfig, keys: list[str], corrections: list, 
                                                                  for i in earlier.get((c.key, w), ()))})
                                       for c in corrections], pa.list_(pa.string()))
     return pa.table(cols)
+
+
+def reconciliation(late: str | os.PathLike[str], results: str | os.PathLike[str], pipeline: Optional[str] = None,
+                   storage_options: Optional[Mapping[str, str]] = None) -> dict:
+    """How far reconcile has come: the too-late records of the late table, how many of them the
+    results table's CORRECTION panes hold, in how many runs, and how much the corrections moved
+    the totals of the counts and sums (latest panes with them against without them)."""
+    import pyarrow.dataset as pds
+
+    from ..sinks.tables import latest_panes
+
+    late, results = os.fspath(late), os.fspath(results)
+    pipeline, document = _pipeline(late, results, pipeline, storage_options)
+    config = EngineConfig.from_spec(document["config"])
+    expr = (pds.field("pipeline") == pipeline) & (pds.field("reason") == TOO_LATE)
+    late_ds = _dataset(late, storage_options)
+    ids = late_ds.to_table(columns=["record_id"] if "record_id" in late_ds.schema.names else [], filter=expr)
+    done = reconciled_ids(results, pipeline, storage_options) if _exists(results, storage_options) else set()
+    known = set(ids.column("record_id").to_pylist()) if "record_id" in ids.column_names else set()
+    runs = 0
+    change: dict[str, Any] = {}
+    if _exists(results, storage_options):
+        res = _dataset(results, storage_options)
+        if "pane_timing" in res.schema.names:
+            batches = res.to_table(columns=["batch_id"], filter=(pds.field("pipeline") == pipeline) & (
+                pds.field("pane_timing") == CORRECTION) & (pds.field("query_id") == RECONCILE_QUERY)).column("batch_id")
+            runs = len(set(batches.to_pylist()))
+        if runs:
+            with_, without = (latest_panes(results, storage_options, pipeline, corrections=c) for c in (True, False))
+            for agg in config.aggregations:
+                if agg.kind in (COUNT, SUM_KIND):
+                    change[agg.name] = with_[agg.name].sum() - without[agg.name].sum()
+    return {"pipeline": pipeline, "too_late": ids.num_rows, "reconciled": len(known & done), "runs": runs,
+            "totals_change": {k: (int(v) if float(v).is_integer() else float(v)) for k, v in change.items()}}

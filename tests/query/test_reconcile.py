@@ -347,3 +347,20 @@ def test_an_upsert_table_refuses_discarding_panes_before_the_query_starts(tmp_pa
         Stream(str(tmp_path), config, mode="upsert")
     Stream(str(tmp_path / "final"), _config(Tumbling("1 minute"), aggregations=AGGS, accumulation="discarding",
                                             emit="final_only"), mode="upsert")  # a FINAL pane holds everything
+
+
+def test_late_summary_with_results_says_how_many_records_reconcile_merged_and_how_the_totals_moved(tmp_path, capsys):
+    from eventtime.cli.late import main
+
+    s = _tumbling_stream(tmp_path)
+    assert main(["late", "summary", "--table", s.late_path, "--results", s.results_path], hard_exit=False) == 0
+    assert "reconciled (" + s.results_path + "): 0 of 4 too-late records of pipeline p, in 0 run(s); the totals " \
+           "moved: nothing" in capsys.readouterr().out
+    eventtime.reconcile(s.late_path, s.results_path)
+    assert main(["late", "summary", "--table", s.late_path, "--results", s.results_path], hard_exit=False) == 0
+    assert "4 of 4 too-late records of pipeline p, in 1 run(s); the totals moved: count +4, amount +176" \
+        in capsys.readouterr().out
+    assert main(["late", "summary", "--table", s.late_path, "--results", s.results_path, "--format", "json"],
+                hard_exit=False) == 0
+    assert json.loads(capsys.readouterr().out)["reconciled"] == {
+        "pipeline": "p", "too_late": 4, "reconciled": 4, "runs": 1, "totals_change": {"count": 4, "amount": 176}}

@@ -151,8 +151,8 @@ def test_a_session_is_corrected_once_expired_at_equality_and_left_open_one_ms_be
 
     config = EngineConfig(Session(1000), aggregations=AGGS, allowed_lateness_ms=500)
     current = [CurrentPane("k", Window(0, 1000), 0, {"count": 1, "s": 1, "lo": 1, "hi": 1})]
-    late = [LateInput("r", "k", 1500, None, {"value": 2})]  # bridges into [0, 2500): expired once W >= 2499 + 500
-    closed = plan_corrections(config, current, late, watermark_ms=2999)
-    assert [(c.window, c.index, c.merged_from) for c in closed.corrections] == [(Window(0, 2500), 1, (Window(0, 1000),))]
-    still_open = plan_corrections(config, current, late, watermark_ms=2998)
+    late = [LateInput("r", "k", 900, None, {"value": 2})]  # joins [0, 1000) into [0, 1900): expired once W >= 1899 + 500
+    closed = plan_corrections(config, current, late, watermark_ms=2399)
+    assert [(c.window, c.index, c.merged_from) for c in closed.corrections] == [(Window(0, 1900), 1, (Window(0, 1000),))]
+    still_open = plan_corrections(config, current, late, watermark_ms=2398)
     assert still_open.corrections == [] and [(u.record_id, u.reason) for u in still_open.left] == [("r", WINDOW_OPEN)]

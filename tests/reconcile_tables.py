@@ -56,15 +56,16 @@ class Stream:
     """The reference model's stream written batch by batch into the two tables."""
 
     def __init__(self, tmp: str, config: EngineConfig, pipeline: str = "p", query_id: str = "q1",
-                 record: bool = True, mode: str = "append") -> None:
+                 record: bool = True, mode: str = "append", results: Any = None) -> None:
         self.config, self.query_id = config, query_id
         self.results_path, self.late_path = os.path.join(tmp, "results"), os.path.join(tmp, "late")
-        self.results = DeltaResultsSink(self.results_path, pipeline, key_columns=KEYS, engine="rust", mode=mode)
+        self.results = results if results is not None else DeltaResultsSink(
+            self.results_path, pipeline, key_columns=KEYS, engine="rust", mode=mode)
         self.late = DeltaLateSink(self.late_path, pipeline, engine="rust", delays=False)
         self.late.ensure_table()
         document = {"config": config.to_spec(), "keys": KEYS}
         for sink in (self.results, self.late) if record else ():  # as route does when the query starts
-            sink.record_pipeline(document)
+            getattr(sink, "record_pipeline", lambda _document: None)(document)
         self.engine = ReferenceEngine(config)
         self.valid: list = []
         self.batch_id = 0

@@ -118,7 +118,9 @@ def add_late_group(subparsers: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("reconcile", help="merge the too-late records into the results table as CORRECTION panes "
                                          "(exactly once), so that the results equal a batch run over all the data")
     p.add_argument("--late", "--table", dest="table", required=True, metavar="PATH", help="late-data Delta table")
-    p.add_argument("--results", required=True, metavar="PATH", help="the pipeline's results Delta table")
+    p.add_argument("--results", required=True, metavar="PATH|TABLE",
+                   help="the pipeline's results: a Delta table, or with --postgres the PostgreSQL table")
+    p.add_argument("--postgres", metavar="CONNINFO", help="the results are PostgresSink's table in this database")
     p.add_argument("--pipeline", help="the pipeline (needed when the tables hold several)")
     p.add_argument("--since", type=_iso_arg("--since"), help="only late records detected at or after (ISO-8601)")
     p.add_argument("--watermark", metavar="ISO|end",

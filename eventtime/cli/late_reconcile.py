@@ -51,11 +51,21 @@ def reconcile_command(args: argparse.Namespace, out: TextIO) -> int:
     from ..query.reconcile import reconcile
 
     options = dict(args.storage_option) if args.storage_option else None
-    report = reconcile(args.table, args.results, pipeline=args.pipeline, since=args.since,
+    results = args.results
+    if args.postgres:
+        from ..sinks.postgres import PostgresSink
+        from ..sinks.tables import recorded_pipelines
+
+        names = sorted(recorded_pipelines(args.table, options))
+        if args.pipeline is None and len(names) != 1:
+            raise ValueError(f"--late {args.table!r} records the pipelines {', '.join(names) or 'none'}: pass --pipeline")
+        results = PostgresSink(args.postgres, args.results, args.pipeline or names[0])
+    report = reconcile(args.table, results, pipeline=args.pipeline, since=args.since,
                        watermark_ms=_watermark(args.watermark), storage_options=options, engine="rust",
                        dry_run=args.dry_run)
     if args.format == "json":
         print(json.dumps(report.to_dict(), default=str, sort_keys=True), file=out)
     else:
-        print("\n".join(describe(report, args.results)), file=out)
+        print("\n".join(describe(report, args.results if not args.postgres else f"PostgreSQL table {args.results}")),
+              file=out)
     return 0

@@ -33,17 +33,13 @@ from ..core.timestamps import TOO_LATE
 from ..core.trigger import FINAL, ON_TIME
 from ..core.window import Window
 from ..ops.faults import fault_point
-from ..sinks.delta import DeltaResultsSink
 from ..sinks.schema import MERGED_FROM_TYPE, TABLE_COLUMNS, TS
-from ..sinks.tables import check_table_columns, recorded_pipelines, snapshot_dataset
+from ..sinks.tables import check_table_columns, recorded_pipelines
+from .reconcile_results import LATE_RECORD_IDS, RECONCILE_QUERY, delta_dataset, delta_exists, open_results
 
 __all__ = ["ReconcileReport", "reconcile", "reconciled_ids", "reconciliation", "RECONCILE_QUERY", "LATE_RECORD_IDS",
            "PAYLOAD_UNREADABLE", "NO_RECORD_ID"]
 
-#: The query id of reconcile runs in the results table (their batch id is the run's number).
-RECONCILE_QUERY = "reconcile"
-#: The results table's column of a CORRECTION pane: the ids of the late records it holds.
-LATE_RECORD_IDS = "late_record_ids"
 PAYLOAD_UNREADABLE = "payload_unreadable"  # the stored payload does not give the aggregations' values
 NO_RECORD_ID = "no_record_id"  # a late table written before record ids (eventtime 0.x): not reconcilable
 
@@ -72,39 +68,23 @@ class ReconcileReport:
         return dataclasses.asdict(self)
 
 
-def _dataset(path: str, options: Optional[Mapping[str, str]]):
-    from deltalake import DeltaTable
-
-    return snapshot_dataset(DeltaTable(path, storage_options=dict(options) if options else None))
+_dataset, _exists = delta_dataset, delta_exists
 
 
-def _exists(path: str, options) -> bool:
-    from deltalake import DeltaTable
-
-    return DeltaTable.is_deltatable(path, dict(options) if options else None)
-
-
-def _refuse_tables(late: str, results: str, options, spark) -> None:
-    from deltalake import DeltaTable
-
-    for path, kind, sink in ((late, "late", "DeltaLateSink"), (results, "results", "DeltaResultsSink")):
-        if not DeltaTable.is_deltatable(path, dict(options) if options else None):
-            if kind == "results":  # a stream that has written no pane yet: the corrections create the table
-                continue
-            raise ValueError(f"reconcile: no Delta table at {path!r} (the {kind} table that {sink} writes)")
-        required, typed = TABLE_COLUMNS[kind]
-        check_table_columns(path, f"reconcile ({kind} table)", "late and invalid records" if kind == "late"
-                            else "window panes", required, typed, None, options, spark)
+def _refuse_late(late: str, options, spark) -> None:
+    if not delta_exists(late, options):
+        raise ValueError(f"reconcile: no Delta table at {late!r} (the late table that DeltaLateSink writes)")
+    required, typed = TABLE_COLUMNS["late"]
+    check_table_columns(late, "reconcile (late table)", "late and invalid records", required, typed, None, options, spark)
 
 
-def _pipeline(late: str, results: str, pipeline: Optional[str], options) -> tuple[str, dict]:
-    docs_late = recorded_pipelines(late, options)
-    docs_results = recorded_pipelines(results, options) if _exists(results, options) else {}
+def _pipeline(late: str, results: Any, pipeline: Optional[str], options) -> tuple[str, dict]:
+    docs_late, docs_results = recorded_pipelines(late, options), results.documents()
     names = sorted(set(docs_late) | set(docs_results))
     if pipeline is None:
         if len(names) != 1:
             raise ValueError(
-                f"reconcile: the tables at {late!r} and {results!r} record "
+                f"reconcile: the tables at {late!r} and {results.name} record "
                 + (f"the pipelines {', '.join(names)}: pass --pipeline" if names else
                    "no pipeline (tables written before eventtime recorded its pipelines in them): run the streaming "
                    "query once with this version (route records its window, aggregations and keys in both tables "
@@ -118,7 +98,7 @@ def _pipeline(late: str, results: str, pipeline: Optional[str], options) -> tupl
     if doc_late is not None and doc_results is not None and [doc_late.get(k) for k in same] != [
             doc_results.get(k) for k in same]:
         raise ValueError(
-            f"reconcile: the late table {late!r} and the results table {results!r} record different pipelines "
+            f"reconcile: the late table {late!r} and the results table {results.name} record different pipelines "
             f"under the name {pipeline!r} (window / aggregations / keys differ): give the two tables of one pipeline")
     return pipeline, {**(doc_late or {}), **(doc_results or {})}
 
@@ -222,7 +202,7 @@ def _totals(config: EngineConfig, panes: list[CurrentPane]) -> dict[str, Any]:
 
 def reconcile(
     late: str | os.PathLike[str],
-    results: str | os.PathLike[str],
+    results: Any,
     pipeline: Optional[str] = None,
     since: Optional[_dt.datetime] = None,
     watermark_ms: Optional[int] = None,
@@ -234,7 +214,9 @@ def reconcile(
     """Merge the too-late records not yet reconciled into the results table as CORRECTION panes.
 
     Args:
-        late, results: the pipeline's late-data and results Delta tables.
+        late: the pipeline's late-data Delta table.
+        results: its results: a Delta table's path (appends or ``mode="upsert"``), or the
+            :class:`~eventtime.sinks.PostgresSink` that writes its PostgreSQL table.
         pipeline: the pipeline to reconcile (needed when the tables hold several).
         since: only late records detected at or after this instant.
         watermark_ms: the stream's watermark, when known (a stream that ended: ``END_OF_INPUT_MS``);
@@ -246,20 +228,21 @@ def reconcile(
         ``eventtime.reconcile("/data/late", "/data/results").reconciled``
     """
     started = time.perf_counter()
-    late, results = os.fspath(late), os.fspath(results)
-    _refuse_tables(late, results, storage_options, spark)
-    pipeline, document = _pipeline(late, results, pipeline, storage_options)
+    late = os.fspath(late)
+    _refuse_late(late, storage_options, spark)
+    store = open_results(results, storage_options, engine, spark)
+    if pipeline is None and not store.key_column:
+        pipeline = store.sink.pipeline
+    pipeline, document = _pipeline(late, store, pipeline, storage_options)
     config, keys = EngineConfig.from_spec(document["config"]), list(document["keys"])
     import pyarrow.dataset as pds
 
-    res_ds = _dataset(results, storage_options) if _exists(results, storage_options) else None
-    res_schema = res_ds.schema if res_ds is not None else pa.schema([])
+    res_rows, res_schema = store.read(pipeline, keys)
     names = [agg.name for agg in config.aggregations]
-    missing = [n for n in names if res_ds is not None and n not in res_schema.names]
+    missing = [n for n in (*keys, *names) if res_rows and n not in res_rows[0]]
     if missing:
-        raise ValueError(f"reconcile: the results table {results!r} has no column(s) {', '.join(missing)} of "
-                         f"pipeline {pipeline!r}'s aggregations: is it the table of another pipeline?")
-    res_rows = [] if res_ds is None else res_ds.to_table(filter=pds.field("pipeline") == pipeline).to_pylist()
+        raise ValueError(f"reconcile: the results table {store.name} has no column(s) {', '.join(missing)} of "
+                         f"pipeline {pipeline!r}'s keys and aggregations: is it the table of another pipeline?")
     done = {i for r in res_rows if r.get("pane_timing") == CORRECTION for i in (r.get(LATE_RECORD_IDS) or ())}
     late_ds = _dataset(late, storage_options)
     expr = (pds.field("pipeline") == pipeline) & (pds.field("reason") == TOO_LATE)
@@ -290,14 +273,8 @@ def reconcile(
                              sum(1 for c in plan.corrections if c.merged_from), left, _totals(config, before),
                              _totals(config, after), watermark_ms if watermark_ms is not None else proved, 0.0)
     if plan.corrections and not dry_run:
-        table = _correction_table(config, keys, plan.corrections, res_schema, current, pending)
-        sink = DeltaResultsSink(results, pipeline, key_columns=keys, storage_options=storage_options, engine=engine,
-                                spark=spark, add_columns=True, mode=document.get("mode", "append"))
-        committed = sink.committed_version(RECONCILE_QUERY)
-        report.run = 0 if committed is None else committed + 1
-        fault_point("before_reconcile_commit", report.run)
-        outcome = sink(table, report.run, RECONCILE_QUERY)
-        fault_point("after_reconcile_commit", report.run)
+        table = _correction_table(config, keys, plan.corrections, res_schema, current, pending, store.key_column)
+        report.run, outcome = store.write(table, pipeline, keys, document, fault_point)
         report.written, report.skipped = outcome.written, outcome.skipped
     report.already = sum(1 for r in late_rows if r.get("record_id") in done)
     report.seconds = time.perf_counter() - started
@@ -312,7 +289,7 @@ def _applied(current: list[CurrentPane], corrections: list) -> list[CurrentPane]
 
 
 def _correction_table(config: EngineConfig, keys: list[str], corrections: list, schema: pa.Schema,
-                      current: list[tuple[CurrentPane, dict]], pending: list[dict]) -> pa.Table:
+                      current: list[tuple[CurrentPane, dict]], pending: list[dict], key_column: bool) -> pa.Table:
     key_values: dict[Any, dict] = {}
     for _, row in current:
         key_values.setdefault(row["key"], {k: row.get(k) for k in keys})
@@ -323,7 +300,8 @@ def _correction_table(config: EngineConfig, keys: list[str], corrections: list, 
         return pa.array(values).cast(schema.field(name).type) if name in schema.names else pa.array(values)
 
     cols: dict[str, pa.Array] = {k: typed(k, [key_values[c.key][k] for c in corrections]) for k in keys}
-    cols["key"] = pa.array([c.key for c in corrections], pa.string())
+    if key_column:
+        cols["key"] = pa.array([c.key for c in corrections], pa.string())
     to_ts = lambda ms: _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=ms)  # noqa: E731
     cols["window_start"] = pa.array([to_ts(c.window.start_ms) for c in corrections], TS)
     cols["window_end"] = pa.array([to_ts(c.window.end_ms) for c in corrections], TS)
@@ -354,7 +332,8 @@ def reconciliation(late: str | os.PathLike[str], results: str | os.PathLike[str]
     from ..sinks.tables import latest_panes
 
     late, results = os.fspath(late), os.fspath(results)
-    pipeline, document = _pipeline(late, results, pipeline, storage_options)
+    pipeline, document = _pipeline(late, open_results(results, storage_options, "rust", None), pipeline,
+                                   storage_options)
     config = EngineConfig.from_spec(document["config"])
     expr = (pds.field("pipeline") == pipeline) & (pds.field("reason") == TOO_LATE)
     late_ds = _dataset(late, storage_options)

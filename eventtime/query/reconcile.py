@@ -35,7 +35,8 @@ from ..core.window import Window
 from ..ops.faults import fault_point
 from ..sinks.schema import MERGED_FROM_TYPE, TABLE_COLUMNS, TS
 from ..sinks.tables import check_table_columns, recorded_pipelines
-from .reconcile_results import LATE_RECORD_IDS, RECONCILE_QUERY, delta_dataset, delta_exists, open_results
+from .reconcile_results import (LATE_RECORD_IDS, RECONCILE_QUERY, delta_dataset, delta_exists, one_run_at_a_time,
+                                open_results)
 
 __all__ = ["ReconcileReport", "reconcile", "reconciled_ids", "reconciliation", "RECONCILE_QUERY", "LATE_RECORD_IDS",
            "PAYLOAD_UNREADABLE", "NO_RECORD_ID"]
@@ -231,6 +232,12 @@ def reconcile(
     late = os.fspath(late)
     _refuse_late(late, storage_options, spark)
     store = open_results(results, storage_options, engine, spark)
+    with one_run_at_a_time(late):
+        return _run(late, store, pipeline, since, watermark_ms, storage_options, dry_run, started)
+
+
+def _run(late: str, store: Any, pipeline: Optional[str], since: Optional[_dt.datetime], watermark_ms: Optional[int],
+         storage_options: Optional[Mapping[str, str]], dry_run: bool, started: float) -> ReconcileReport:
     if pipeline is None and not store.key_column:
         pipeline = store.sink.pipeline
     pipeline, document = _pipeline(late, store, pipeline, storage_options)

@@ -6,18 +6,20 @@ CORRECTION panes exactly once (Delta: the app transaction; PostgreSQL: the sink'
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
-from typing import Any, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 import pyarrow as pa
 
+from ..ops.paths import local_path
 from ..sinks.delta import DeltaResultsSink, WriteResult
 from ..sinks.schema import TABLE_COLUMNS
 from ..sinks.tables import check_table_columns, recorded_pipelines, snapshot_dataset
 
 __all__ = ["RECONCILE_QUERY", "LATE_RECORD_IDS", "DeltaResults", "PostgresResults", "open_results", "delta_dataset",
-           "delta_exists"]
+           "delta_exists", "one_run_at_a_time"]
 
 #: The query id of reconcile runs in the results table (their batch id is the run's number).
 RECONCILE_QUERY = "reconcile"
@@ -66,6 +68,7 @@ class DeltaResults:
     def write(self, table: pa.Table, pipeline: str, keys: list[str], document: dict, fault: Any) -> tuple[int, WriteResult]:
         sink = DeltaResultsSink(self.path, pipeline, key_columns=keys, storage_options=self.options, engine=self.engine,
                                 spark=self.spark, add_columns=True, mode=document.get("mode", "append"))
+        sink._insert_by_merge = True  # a concurrent run of the same number conflicts: retried, then skipped
         committed = sink.committed_version(RECONCILE_QUERY)
         run = 0 if committed is None else committed + 1
         fault("before_reconcile_commit", run)
@@ -164,3 +167,24 @@ def open_results(results: Any, options: Optional[Mapping[str, str]], engine: str
         return PostgresResults(results)
     raise TypeError(f"results must be a Delta table path or a PostgresSink, got {type(results).__name__}")
 
+
+
+@contextlib.contextmanager
+def one_run_at_a_time(late: str) -> Iterator[None]:
+    """Reconcile runs of a late table one after another: a second run waits for the first, then
+    reads what it wrote (an exclusive ``flock`` on ``<late>/.eventtime-reconcile.lock``, a hidden
+    file Delta and its VACUUM leave alone). Tables on object stores have no such lock: their runs
+    are kept apart by the commit (an insert ``MERGE`` keyed by window and pane index, the app
+    transaction, the PostgreSQL ledger), and should be started one at a time."""
+    local = local_path(late)
+    if local is None:
+        yield
+        return
+    import fcntl
+
+    with open(os.path.join(local, ".eventtime-reconcile.lock"), "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

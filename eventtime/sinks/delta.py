@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.trigger import DISCARDING, FINAL_ONLY
-from .delta_merge import merge_rows, merge_rust, merge_spark
+from .delta_merge import insert_rust, insert_spark, merge_rows, merge_rust, merge_spark
 from .delta_write import DeltaSink, DeltaSinkError, WriteResult
 from .schema import RECORD_SCHEMA, TS, _prepare_panes, _prepare_records
 from .spark_delta import spark_has_delta, write_via_spark
@@ -177,6 +177,8 @@ class DeltaResultsSink(_PipelineRecorded):
 
     _kind = "results"
     _what = "window panes"
+    #: Appends by an insert-only ``MERGE`` (reconcile's runs: two concurrent runs conflict, not both land).
+    _insert_by_merge = False
 
     def __init__(self, path: str | os.PathLike[str], pipeline: str, *args: Any,
                  key_columns: Sequence[str] | None = None, add_columns: bool = False, mode: str = "append",
@@ -233,7 +235,7 @@ class DeltaResultsSink(_PipelineRecorded):
 
     def _write_rust(self, data: pa.Table, batch_id: int, query_id: str, app_id: str,
                     partition_by: list[str] | None, attempts: int) -> WriteResult:
-        dt = self._table() if self.mode == "upsert" else None
+        dt = self._table() if self.mode == "upsert" or self._insert_by_merge else None
         if dt is None:  # appends, and the first write of an upsert table (which creates it)
             return super()._write_rust(self._upserts(data), batch_id, query_id, app_id, partition_by, attempts)
         skipped = self._committed(dt, app_id, batch_id, query_id, attempts)
@@ -241,20 +243,27 @@ class DeltaResultsSink(_PipelineRecorded):
             return skipped
         from deltalake import CommitProperties, Transaction
 
-        merge_rust(dt, merge_rows(data), CommitProperties(app_transactions=[Transaction(app_id, batch_id)],
-                                                          custom_metadata=self._commit_metadata(query_id, batch_id)))
+        props = CommitProperties(app_transactions=[Transaction(app_id, batch_id)],
+                                 custom_metadata=self._commit_metadata(query_id, batch_id))
+        if self.mode == "upsert":
+            merge_rust(dt, merge_rows(data), props)
+        else:
+            insert_rust(dt, data, props)
         return WriteResult(True, data.num_rows, attempts, version=self._table().version())
 
     def _write_spark(self, data: pa.Table, batch_id: int, query_id: str, app_id: str,
                      partition_by: list[str] | None, attempts: int) -> WriteResult:
-        dt = self._table() if self.mode == "upsert" else None
+        dt = self._table() if self.mode == "upsert" or self._insert_by_merge else None
         if dt is None:
             return super()._write_spark(self._upserts(data), batch_id, query_id, app_id, partition_by, attempts)
         skipped = self._committed(dt, app_id, batch_id, query_id, attempts)
         if skipped is not None:
             return skipped
         before = dt.version()
-        merge_spark(self.spark, self.path, merge_rows(data), app_id, batch_id)
+        if self.mode == "upsert":
+            merge_spark(self.spark, self.path, merge_rows(data), app_id, batch_id)
+        else:
+            insert_spark(self.spark, self.path, data, app_id, batch_id)
         version = self._table().version()
         if version == before:  # delta-spark skipped it: another writer committed the batch first
             return WriteResult(False, 0, attempts, skipped="already_committed", version=version)

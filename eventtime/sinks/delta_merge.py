@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["MERGE_KEYS", "merge_rows", "merge_rust", "merge_spark"]
+__all__ = ["MERGE_KEYS", "merge_rows", "merge_rust", "merge_spark", "insert_rust", "insert_spark"]
 
 #: The columns that identify a row of the current-state table.
 MERGE_KEYS = ("pipeline", "key", "window_start", "window_end")
@@ -63,7 +63,8 @@ def merge_rust(dt: Any, rows: pa.Table, commit_properties: Any) -> None:
      .execute())
 
 
-def merge_spark(spark: Any, path: str, rows: pa.Table, app_id: str, version: int) -> None:
+def merge_spark(spark: Any, path: str, rows: pa.Table, app_id: str, version: int, on: str | None = None,
+                update: bool = True) -> None:
     """The same ``MERGE`` through Spark SQL, under the app transaction ``(app_id, version)``:
     delta-spark skips it when the table has that version."""
     import uuid
@@ -88,11 +89,32 @@ def merge_spark(spark: Any, path: str, rows: pa.Table, app_id: str, version: int
         conf.set("spark.databricks.delta.write.txnAppId", app_id)
         conf.set("spark.databricks.delta.write.txnVersion", str(int(version)))
         spark.sql(
-            f"MERGE INTO delta.`{quoted}` AS t USING {view} AS s ON {_on('t', 's')} "
-            f"WHEN MATCHED AND s.{_OP} = 'delete' THEN DELETE "
-            f"WHEN MATCHED AND s.{_OP} = 'upsert' THEN UPDATE SET {sets} "
-            f"WHEN NOT MATCHED AND s.{_OP} = 'upsert' THEN INSERT ({names}) VALUES ({values})")
+            f"MERGE INTO delta.`{quoted}` AS t USING {view} AS s ON {on or _on('t', 's')} "
+            + (f"WHEN MATCHED AND s.{_OP} = 'delete' THEN DELETE "
+               f"WHEN MATCHED AND s.{_OP} = 'upsert' THEN UPDATE SET {sets} " if update else "")
+            + f"WHEN NOT MATCHED AND s.{_OP} = 'upsert' THEN INSERT ({names}) VALUES ({values})")
     finally:
         conf.unset("spark.databricks.delta.write.txnAppId")
         conf.unset("spark.databricks.delta.write.txnVersion")
         spark.catalog.dropTempView(view)
+
+
+# An insert that reads the table: two concurrent commits of one batch conflict (delta-rs and
+# delta-spark see the other's files in what they read) instead of both landing as blind appends
+# would; the loser's retry finds the batch committed. What a reconcile run appends with.
+_INSERT_ON = _on("t", "s") + " AND t.`pane_index` = s.`pane_index`"
+
+
+def insert_rust(dt: Any, rows: pa.Table, commit_properties: Any) -> None:
+    """Append ``rows`` (panes not yet in the table) to the delta-rs table ``dt`` by a ``MERGE``."""
+    columns = rows.column_names
+    (dt.merge(rows, _INSERT_ON, source_alias="s", target_alias="t", merge_schema=True,
+              commit_properties=commit_properties)
+     .when_not_matched_insert(updates={f"`{c}`": f"s.`{c}`" for c in columns})
+     .execute())
+
+
+def insert_spark(spark: Any, path: str, rows: pa.Table, app_id: str, version: int) -> None:
+    """The same insert through Spark SQL's ``MERGE``, under the app transaction."""
+    merge_spark(spark, path, rows.append_column(_OP, pa.array(["upsert"] * rows.num_rows)), app_id, version,
+                on=_INSERT_ON, update=False)

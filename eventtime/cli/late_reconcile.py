@@ -31,10 +31,10 @@ def describe(report, results: str) -> list[str]:
     for reason, ids in sorted(report.left.items()):
         shown = ", ".join(ids[:5]) + (f", ... ({len(ids) - 5} more)" if len(ids) > 5 else "")
         lines.append(f"  left unreconciled, {reason}: {len(ids)} ({shown})")
-    for name, before in report.totals_before.items():
-        after = report.totals_after.get(name, before)
-        fmt = ",.2f" if isinstance(before, float) or isinstance(after, float) else ","
-        lines.append(f"  total {name}: {before:{fmt}} -> {after:{fmt}} ({after - before:+{fmt}})")
+    if report.totals_change:
+        moved = ", ".join(f"{name} {v:+,.2f}" if isinstance(v, float) else f"{name} {v:+,}"
+                          for name, v in report.totals_change.items())
+        lines.append(f"  the totals moved: {moved}")
     if report.written:
         lines.append(f"  written to {results} as reconcile run {report.run}, in {report.seconds:.1f} s")
     elif report.skipped:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable, Mapping, Optional
 
-from .aggregations import Aggregation
+from .aggregations import Aggregation, _is_null
 from .config import EngineConfig
 from .contract import STRINGS
 from .kinds import COUNT, MAX, MIN, SUM
@@ -28,7 +28,7 @@ from .window import Session, Window
 
 __all__ = [
     "CORRECTION", "MERGEABLE_FROM_PANE", "NOT_MERGEABLE", "WINDOW_OPEN", "CurrentPane", "LateInput",
-    "Correction", "Unreconciled", "ReconcilePlan", "unmergeable", "plan_corrections",
+    "Correction", "Unreconciled", "ReconcilePlan", "unmergeable", "plan_corrections", "windows_of",
 ]
 
 #: The pane timing of a pane written by reconciliation (not by the engine).
@@ -99,23 +99,36 @@ def unmergeable(config: EngineConfig) -> list[Aggregation]:
     return [agg for agg in config.aggregations if agg.kind not in MERGEABLE_FROM_PANE]
 
 
-def _accumulate(config: EngineConfig, records: Iterable[LateInput]) -> list[Any]:
-    accs = [agg.create() for agg in config.aggregations]
-    for rec in records:
-        for i, agg in enumerate(config.aggregations):
-            value = rec.values.get(agg.column) if agg.column is not None else None
-            accs[i] = agg.add(accs[i], value, rec.ts_ms)
-    return accs
+def _values(config: EngineConfig, panes: list[CurrentPane], records: list[LateInput]) -> dict[str, Any]:
+    """The correction's values: the records' non-null values merged (count: the records), as
+    ``add`` does one at a time -- with accumulating panes (and FINAL ones, which hold everything)
+    merged with the panes' values; discarding, the records' alone. For count, sum, min and max the
+    value is the accumulator."""
+    accumulating = config.accumulation == ACCUMULATING or config.emit == FINAL_ONLY
+    out = {}
+    for agg in config.aggregations:
+        if agg.kind == COUNT:
+            acc: Any = len(records)
+        else:
+            acc, column = None, agg.column
+            for rec in records:
+                value = rec.values.get(column)
+                if not _is_null(value):
+                    acc = value if acc is None else agg.merge(acc, value)
+        if accumulating:
+            for pane in panes:
+                acc = agg.merge(acc, pane.values.get(agg.name))
+        out[agg.name] = acc
+    return out
 
 
-def _values(config: EngineConfig, panes: Iterable[CurrentPane], records: list[LateInput]) -> dict[str, Any]:
-    """The correction's values: with accumulating panes (and FINAL ones, which hold everything)
-    the panes' values merged with the records'; discarding, the records' alone."""
-    accs = _accumulate(config, records)
-    if config.accumulation == ACCUMULATING or config.emit == FINAL_ONLY:
-        for pane in panes:
-            accs = [agg.merge(acc, pane.values.get(agg.name)) for agg, acc in zip(config.aggregations, accs)]
-    return {agg.name: agg.result(acc) for agg, acc in zip(config.aggregations, accs)}
+def windows_of(assigner: Any, ts_ms: int, cache: dict) -> list[Window]:
+    """``assigner.assign(ts_ms)``, once per slice (the windows of a slice are its records')."""
+    start = assigner.slice_start(ts_ms)
+    windows = cache.get(start)
+    if windows is None:
+        windows = cache[start] = assigner.assign(ts_ms)
+    return windows
 
 
 def _known_watermark(watermark_ms: Optional[int], records: Iterable[LateInput]) -> Optional[int]:
@@ -161,10 +174,11 @@ def plan_corrections(
         for key in keys:
             _plan_sessions(config, key, panes.get(key, {}), by_key.get(key, []), known, lateness, plan)
         return plan
+    cache: dict = {}
     for key, records in by_key.items():
         windows: dict[Window, list[LateInput]] = {}
         for rec in records:
-            for window in config.window.assign(rec.ts_ms):
+            for window in windows_of(config.window, rec.ts_ms, cache):
                 windows.setdefault(window, []).append(rec)
         for window, members in sorted(windows.items()):
             pane = panes.get(key, {}).get(window)

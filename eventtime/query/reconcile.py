@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from ..core.config import EngineConfig
 from ..core.kinds import COUNT
 from ..core.kinds import SUM as SUM_KIND
-from ..core.reconcile import CORRECTION, CurrentPane, LateInput, plan_corrections
+from ..core.reconcile import CORRECTION, CurrentPane, LateInput, plan_corrections, windows_of
 from ..core.timestamps import TOO_LATE
 from ..core.trigger import FINAL, ON_TIME
 from ..core.window import Window
@@ -48,7 +48,7 @@ NO_RECORD_ID = "no_record_id"  # a late table written before record ids (eventti
 @dataclasses.dataclass
 class ReconcileReport:
     """What a run did: too-late records read / reconciled now / reconciled before, CORRECTION panes written, records left (by
-    reason, with their ids), the totals of the summable aggregations before and after, and time."""
+    reason, with their ids), how much the corrections move the totals of the counts and sums, and time."""
 
     pipeline: str
     run: Optional[int]
@@ -58,8 +58,7 @@ class ReconcileReport:
     corrections: int
     windows_merged: int
     left: dict[str, list[str]]
-    totals_before: dict[str, Any]
-    totals_after: dict[str, Any]
+    totals_change: dict[str, Any]
     watermark_ms: Optional[int]
     seconds: float
     already: int = 0  # records of the late table that earlier runs reconciled
@@ -121,8 +120,10 @@ def reconciled_ids(results: str | os.PathLike[str], pipeline: Optional[str] = No
 
 
 def _ms(value: Any) -> int:
-    return value // _dt.timedelta(milliseconds=1) if isinstance(value, _dt.timedelta) else int(
-        (value - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)) // _dt.timedelta(milliseconds=1))
+    """Epoch milliseconds of an instant (a ``datetime``, or already an ``int``)."""
+    if isinstance(value, int):
+        return value
+    return (value - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)) // _dt.timedelta(milliseconds=1)
 
 
 def _current(rows: list[dict], names: list[str]) -> list[tuple[CurrentPane, dict]]:
@@ -138,29 +139,39 @@ def _current(rows: list[dict], names: list[str]) -> list[tuple[CurrentPane, dict
     replaced: dict[tuple, tuple] = {}
     for r in rows:
         for b in r.get("merged_from") or ():
-            k = (r["key"], b["start"], b["end"])
+            k = (r["key"], _ms(b["start"]), _ms(b["end"]))
             replaced[k] = max(replaced.get(k, order(r)), order(r))
     return [(CurrentPane(r["key"], Window(_ms(r["window_start"]), _ms(r["window_end"])), r["pane_index"],
                          {n: r[n] for n in names}, bool(r["is_final"])), r)
             for k, r in latest.items() if k not in replaced or replaced[k] < order(r)]
 
 
-def _watermark_proved(config: EngineConfig, rows: list[dict], late_watermarks: list) -> Optional[int]:
+def _watermark_proved(config: EngineConfig, table: Optional[pa.Table], late_watermarks: list) -> Optional[int]:
     """The highest watermark the tables prove the stream reached: a late record's, a fired
     window's ``end - 1``, a final pane's ``end - 1 + L``."""
-    known = [_ms(w) for w in late_watermarks if w is not None]
-    for r in rows:
-        end = _ms(r["window_end"]) - 1
-        if r["is_final"]:
-            known.append(end + config.allowed_lateness_ms)
-        elif r["pane_timing"] in (ON_TIME, FINAL):
-            known.append(end)
+    known = [w for w in late_watermarks if w is not None]
+    if table is not None and table.num_rows:
+        ends = table.column("window_end")
+        final = pc.max(pc.filter(ends, table.column("is_final"))).as_py()
+        fired = pc.max(pc.filter(ends, pc.is_in(table.column("pane_timing"), pa.array([ON_TIME, FINAL])))).as_py()
+        known += [final - 1 + config.allowed_lateness_ms] if final is not None else []
+        known += [fired - 1] if fired is not None else []
     return max(known) if known else None
 
 
 def _late_values(config: EngineConfig, payloads: list, schema: pa.Schema) -> tuple[list[dict], dict[int, str]]:
     """Each payload's values of the aggregations' columns, typed as the results table types the
     aggregation (``{row: why}`` for those that do not parse or convert)."""
+    fast = _parsed_at_once(config, payloads, schema)
+    if fast is not None:
+        bad = {}
+        for i, row in enumerate(fast):  # a null is a null in the payload or no such column: look
+            if None in row.values():
+                present = json.loads(payloads[i])
+                missing = [c for c in row if c not in present]
+                if missing:
+                    bad[i] = f"payload has no column {missing[0]!r}"
+        return fast, bad
     bad: dict[int, str] = {}
     parsed: list[dict] = []
     for i, text in enumerate(payloads):
@@ -195,10 +206,51 @@ def _late_values(config: EngineConfig, payloads: list, schema: pa.Schema) -> tup
     return parsed, bad
 
 
-def _totals(config: EngineConfig, panes: list[CurrentPane]) -> dict[str, Any]:
-    """The sums over the panes of the pipeline's counts and sums (the totals reconcile moves)."""
-    return {agg.name: sum(p.values.get(agg.name) or 0 for p in panes)
-            for agg in config.aggregations if agg.kind in (COUNT, SUM_KIND)}
+def _parsed_at_once(config: EngineConfig, payloads: list, schema: pa.Schema) -> Optional[list[dict]]:
+    """:func:`_late_values` by Arrow's JSON reader, when every payload parses, has every column and
+    converts (``None`` otherwise: the record-by-record path says which does not)."""
+    import io
+
+    import pyarrow.json as pj
+
+    columns = [agg for agg in config.aggregations if agg.column is not None]
+    if not payloads or any(not isinstance(p, str) or "\n" in p for p in payloads):
+        return None
+    try:
+        table = pj.read_json(io.BytesIO("\n".join(payloads).encode()))
+        if table.num_rows != len(payloads):
+            return None
+        values = {}
+        for agg in columns:
+            column = table.column(agg.column)  # KeyError: a payload without it
+            target = schema.field(agg.name).type if agg.name in schema.names else None
+            values[agg.column] = (column.cast(target) if target is not None else column).to_pylist()
+    except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    return [dict(zip(values, row)) for row in zip(*values.values())] if values else [{} for _ in payloads]
+
+
+def _reconciled(table: Optional[pa.Table]) -> set[str]:
+    """The late records the results' CORRECTION panes hold."""
+    if table is None or LATE_RECORD_IDS not in table.column_names:
+        return set()
+    ids = table.filter(pc.equal(table.column("pane_timing"), CORRECTION)).column(LATE_RECORD_IDS)
+    return set(pc.list_flatten(ids).to_pylist()) if len(ids) else set()
+
+
+def _rows_needed(config: EngineConfig, table: Optional[pa.Table], inputs: list[LateInput]) -> list[dict]:
+    """The results' rows a run reads pane by pane: with fixed windows those of the late records'
+    windows (picked in Arrow); with sessions every row (a key's sessions can merge without a late
+    record: a session that started after an expired one at overlapping bounds)."""
+    if table is None:
+        return []
+    if not config.window.merging:
+        cache: dict = {}
+        wanted = pa.array(list({f"{w.start_ms}|{r.key}" for r in inputs
+                                for w in windows_of(config.window, r.ts_ms, cache)}), pa.string())
+        ids = pc.binary_join_element_wise(pc.cast(table.column("window_start"), pa.string()), table.column("key"), "|")
+        table = table.filter(pc.is_in(ids, wanted))
+    return table.to_pylist()
 
 
 def reconcile(
@@ -244,19 +296,24 @@ def _run(late: str, store: Any, pipeline: Optional[str], since: Optional[_dt.dat
     config, keys = EngineConfig.from_spec(document["config"]), list(document["keys"])
     import pyarrow.dataset as pds
 
-    res_rows, res_schema = store.read(pipeline, keys)
+    results_table, res_schema = store.read(pipeline, keys)
     names = [agg.name for agg in config.aggregations]
-    missing = [n for n in (*keys, *names) if res_rows and n not in res_rows[0]]
+    present = results_table.column_names if results_table is not None else ()
+    missing = [n for n in (*keys, *names) if results_table is not None and n not in present]
     if missing:
         raise ValueError(f"reconcile: the results table {store.name} has no column(s) {', '.join(missing)} of "
                          f"pipeline {pipeline!r}'s keys and aggregations: is it the table of another pipeline?")
-    done = {i for r in res_rows if r.get("pane_timing") == CORRECTION for i in (r.get(LATE_RECORD_IDS) or ())}
+    done = _reconciled(results_table)
     late_ds = _dataset(late, storage_options)
     expr = (pds.field("pipeline") == pipeline) & (pds.field("reason") == TOO_LATE)
     if since is not None:
         expr = expr & (pds.field("detected_at") >= pa.scalar(since, TS))
     wanted = [c for c in ("record_id", "key", "event_time", "watermark", "payload", *keys) if c in late_ds.schema.names]
-    late_rows = late_ds.to_table(columns=wanted, filter=expr).to_pylist()
+    late_table = late_ds.to_table(columns=wanted, filter=expr)
+    for name in ("event_time", "watermark"):
+        late_table = late_table.set_column(late_table.column_names.index(name), name,
+                                           pc.divide(pc.cast(late_table.column(name), pa.int64()), 1000))
+    late_rows = late_table.to_pylist()
     left: dict[str, list[str]] = {}
     no_id = [r for r in late_rows if r.get("record_id") is None]
     if no_id:
@@ -265,20 +322,20 @@ def _run(late: str, store: Any, pipeline: Optional[str], since: Optional[_dt.dat
     values, bad = _late_values(config, [r["payload"] for r in pending], res_schema)
     for i in sorted(bad):
         left.setdefault(PAYLOAD_UNREADABLE, []).append(pending[i]["record_id"])
-    inputs = [LateInput(r["record_id"], r["key"], _ms(r["event_time"]), None if r["watermark"] is None else
-                        _ms(r["watermark"]), v) for i, (r, v) in enumerate(zip(pending, values)) if i not in bad]
+    inputs = [LateInput(r["record_id"], r["key"], r["event_time"], r["watermark"], v)
+              for i, (r, v) in enumerate(zip(pending, values)) if i not in bad]
+    res_rows = _rows_needed(config, results_table, inputs)
     current = _current(res_rows, names)
-    proved = _watermark_proved(config, res_rows, [r["watermark"] for r in late_rows])
+    proved = _watermark_proved(config, results_table, [r["watermark"] for r in late_rows])
     plan = plan_corrections(config, [c for c, _ in current], inputs,
                             watermark_ms if watermark_ms is not None else proved)
     for u in plan.left:
         left.setdefault(u.reason, []).append(u.record_id)
-    before = [c for c, _ in current]
-    after = _applied(before, plan.corrections)
     used = {i for c in plan.corrections for i in c.record_ids}
     report = ReconcileReport(pipeline, None, False, len(late_rows), len(used), len(plan.corrections),
-                             sum(1 for c in plan.corrections if c.merged_from), left, _totals(config, before),
-                             _totals(config, after), watermark_ms if watermark_ms is not None else proved, 0.0)
+                             sum(1 for c in plan.corrections if c.merged_from), left,
+                             _totals_change(config, [c for c, _ in current], plan.corrections),
+                             watermark_ms if watermark_ms is not None else proved, 0.0)
     if plan.corrections and not dry_run:
         table = _correction_table(config, keys, plan.corrections, res_schema, current, pending, store.key_column)
         report.run, outcome = store.write(table, pipeline, keys, document, fault_point)
@@ -288,20 +345,30 @@ def _run(late: str, store: Any, pipeline: Optional[str], since: Optional[_dt.dat
     return report
 
 
-def _applied(current: list[CurrentPane], corrections: list) -> list[CurrentPane]:
-    """The current panes after the corrections: each replaces its window and what it supersedes."""
-    gone = {(c.key, w) for c in corrections for w in (c.window, *c.merged_from)}
-    return [p for p in current if (p.key, p.window) not in gone] + [
-        CurrentPane(c.key, c.window, c.index, c.values, True) for c in corrections]
+def _totals_change(config: EngineConfig, current: list[CurrentPane], corrections: list) -> dict[str, Any]:
+    """How much the corrections move the totals of the pipeline's counts and sums: each
+    correction's value less those of the panes it replaces (its window's, the sessions it merges)."""
+    panes = {(p.key, p.window): p for p in current}
+    change: dict[str, Any] = {}
+    for agg in config.aggregations:
+        if agg.kind in (COUNT, SUM_KIND):
+            total = 0
+            for c in corrections:
+                total += c.values.get(agg.name) or 0
+                for w in {c.window, *c.merged_from}:
+                    if (c.key, w) in panes:
+                        total -= panes[(c.key, w)].values.get(agg.name) or 0
+            change[agg.name] = total
+    return change
 
 
 def _correction_table(config: EngineConfig, keys: list[str], corrections: list, schema: pa.Schema,
                       current: list[tuple[CurrentPane, dict]], pending: list[dict], key_column: bool) -> pa.Table:
+    needed = {c.key for c in corrections}
     key_values: dict[Any, dict] = {}
-    for _, row in current:
-        key_values.setdefault(row["key"], {k: row.get(k) for k in keys})
-    for row in pending:
-        key_values.setdefault(row["key"], {k: row.get(k) for k in keys})
+    for row in (*(row for _, row in current), *pending):
+        if row["key"] in needed and row["key"] not in key_values:
+            key_values[row["key"]] = {k: row.get(k) for k in keys}
 
     def typed(name: str, values: list) -> pa.Array:
         return pa.array(values).cast(schema.field(name).type) if name in schema.names else pa.array(values)
@@ -309,23 +376,30 @@ def _correction_table(config: EngineConfig, keys: list[str], corrections: list, 
     cols: dict[str, pa.Array] = {k: typed(k, [key_values[c.key][k] for c in corrections]) for k in keys}
     if key_column:
         cols["key"] = pa.array([c.key for c in corrections], pa.string())
-    to_ts = lambda ms: _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=ms)  # noqa: E731
-    cols["window_start"] = pa.array([to_ts(c.window.start_ms) for c in corrections], TS)
-    cols["window_end"] = pa.array([to_ts(c.window.end_ms) for c in corrections], TS)
+    def to_ts(ms: list[int]) -> pa.Array:
+        return pc.multiply(pa.array(ms, pa.int64()), 1000).cast(TS)
+
+    cols["window_start"] = to_ts([c.window.start_ms for c in corrections])
+    cols["window_end"] = to_ts([c.window.end_ms for c in corrections])
     cols["pane_timing"] = pa.array([CORRECTION] * len(corrections), pa.string())
     cols["pane_index"] = pa.array([c.index for c in corrections], pa.int64())
     cols["is_final"] = pa.array([True] * len(corrections), pa.bool_())
     for agg in config.aggregations:
         cols[agg.name] = typed(agg.name, [c.values.get(agg.name) for c in corrections])
     if config.window.merging:
-        cols["merged_from"] = pa.array([[{"start": to_ts(w.start_ms), "end": to_ts(w.end_ms)} for w in c.merged_from]
+        epoch = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+        cols["merged_from"] = pa.array([[{"start": epoch + _dt.timedelta(milliseconds=w.start_ms),
+                                          "end": epoch + _dt.timedelta(milliseconds=w.end_ms)} for w in c.merged_from]
                                         for c in corrections], MERGED_FROM_TYPE)
     # every late record the window holds, those of its earlier CORRECTION panes too: an upsert table
     # keeps only the window's last row, and reconcile reads the records it used from the table
-    earlier = {(p.key, p.window): row.get(LATE_RECORD_IDS) or [] for p, row in current}
-    cols[LATE_RECORD_IDS] = pa.array([sorted({*c.record_ids, *(i for w in (c.window, *c.merged_from)
-                                                                 for i in earlier.get((c.key, w), ()))})
-                                      for c in corrections], pa.list_(pa.string()))
+    earlier = {(p.key, p.window): ids for p, row in current if (ids := row.get(LATE_RECORD_IDS))}
+
+    def held(c: Any) -> list[str]:
+        before = [i for w in (c.window, *c.merged_from) for i in earlier.get((c.key, w), ())]
+        return sorted({*c.record_ids, *before}) if before else list(c.record_ids)
+
+    cols[LATE_RECORD_IDS] = pa.array([held(c) for c in corrections], pa.list_(pa.string()))
     return pa.table(cols)
 
 

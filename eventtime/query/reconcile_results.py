@@ -12,6 +12,7 @@ import os
 from typing import Any, Iterator, Mapping, Optional
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..ops.paths import local_path
 from ..sinks.delta import DeltaResultsSink, WriteResult
@@ -57,13 +58,22 @@ class DeltaResults:
     def documents(self) -> dict[str, dict]:
         return recorded_pipelines(self.path, self.options) if self.exists() else {}
 
-    def read(self, pipeline: str, keys: list[str]) -> tuple[list[dict], pa.Schema]:
+    def read(self, pipeline: str, keys: list[str]) -> tuple[Optional[pa.Table], pa.Schema]:
+        """The pipeline's rows (window bounds in epoch ms, ``written_at`` in us), and the table's
+        column types; ``None`` when there is no table yet."""
         if not self.exists():
-            return [], pa.schema([])
+            return None, pa.schema([])
         import pyarrow.dataset as pds
 
         dataset = delta_dataset(self.path, self.options)
-        return dataset.to_table(filter=pds.field("pipeline") == pipeline).to_pylist(), dataset.schema
+        columns = [c for c in dataset.schema.names if c not in ("query_id", "pipeline")]
+        table = dataset.to_table(columns=columns, filter=pds.field("pipeline") == pipeline)
+        for name in ("window_start", "window_end", "written_at"):
+            if name in table.column_names:
+                micros = pc.cast(table.column(name), pa.int64())
+                table = table.set_column(table.column_names.index(name), name,
+                                         micros if name == "written_at" else pc.divide(micros, 1000))
+        return table, dataset.schema
 
     def write(self, table: pa.Table, pipeline: str, keys: list[str], document: dict, fault: Any) -> tuple[int, WriteResult]:
         sink = DeltaResultsSink(self.path, pipeline, key_columns=keys, storage_options=self.options, engine=self.engine,
@@ -101,14 +111,14 @@ class PostgresResults:
     def documents(self) -> dict[str, dict]:
         return {}
 
-    def read(self, pipeline: str, keys: list[str]) -> tuple[list[dict], pa.Schema]:
+    def read(self, pipeline: str, keys: list[str]) -> tuple[Optional[pa.Table], pa.Schema]:
         from psycopg import sql
         from psycopg.rows import dict_row
 
         from ..ops.json_text import keys_json
 
         if not self.exists():
-            return [], pa.schema([])
+            return None, pa.schema([])
         conn = self._connect()
         try:
             with conn.cursor(row_factory=dict_row) as cur:
@@ -117,16 +127,18 @@ class PostgresResults:
             self.sink.close(conn)
         texts = keys_json(keys, [[r.get(k) for r in rows] for k in keys]) if rows else []
         for row, text in zip(rows, texts):
-            row.update(pipeline=pipeline, key=text)
+            row.update(key=text, window_start=_epoch_ms(row["window_start"]), window_end=_epoch_ms(row["window_end"]),
+                       written_at=_epoch_ms(row["written_at"]) * 1000)
             if row.get("merged_from"):
-                row["merged_from"] = [{"start": _instant(b["start"]), "end": _instant(b["end"])}
+                row["merged_from"] = [{"start": _epoch_ms(_instant(b["start"])), "end": _epoch_ms(_instant(b["end"]))}
                                       for b in row["merged_from"]]
-        columns = {}
-        for name in (rows[0].keys() if rows else ()):
-            values = [r[name] for r in rows if r[name] is not None and not isinstance(r[name], (list, dict))]
-            if values:
-                columns[name] = pa.array(values[:1000]).type
-        return rows, pa.schema(list(columns.items()))
+        table = pa.Table.from_pylist(rows) if rows else None
+        if table is None:
+            return None, pa.schema([])
+        # numeric columns come back as Decimals of their values' digits: the late values may have more
+        schema = pa.schema([pa.field(f.name, pa.decimal128(38, f.type.scale)) if pa.types.is_decimal(f.type) else f
+                            for f in table.schema])
+        return table, schema
 
     def write(self, table: pa.Table, pipeline: str, keys: list[str], document: dict, fault: Any) -> tuple[int, WriteResult]:
         from psycopg import sql
@@ -149,6 +161,10 @@ class PostgresResults:
         outcome = self.sink(table, run, RECONCILE_QUERY)
         fault("after_reconcile_commit", run)
         return run, outcome
+
+
+def _epoch_ms(value: _dt.datetime) -> int:
+    return (value - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)) // _dt.timedelta(milliseconds=1)
 
 
 def _instant(text: Any) -> Any:

@@ -60,8 +60,8 @@ def test_tumbling_windows_converge_to_the_bounded_run_and_a_second_run_changes_n
     assert (report.written, report.late_records, report.reconciled, report.left) == (True, 4, 4, {})
     assert report.corrections == 3  # a's and c's first minute, a's second minute
     assert _current(s.results_path) == truth
-    assert report.totals_before["count"] + 4 == report.totals_after["count"] == builtins.sum(
-        v["count"] for v in truth.values())
+    assert report.totals_change == {"count": 4, "amount": 176}  # 16 + 32 + null + 128
+    assert builtins.sum(v["count"] for v in before.values()) + 4 == builtins.sum(v["count"] for v in truth.values())
     panes = DeltaTable(s.results_path).to_pandas()
     corrections = panes[panes["pane_timing"] == "CORRECTION"].sort_values(["key", "window_start"])
     assert corrections[["key", "pane_index", "is_final", "batch_id", "query_id"]].values.tolist() == [
@@ -192,7 +192,7 @@ def test_the_command_reports_what_it_did_and_refuses_with_exit_2(tmp_path, capsy
     assert main(["late", "reconcile", "--late", s.late_path, "--results", s.results_path, "--watermark", "end"],
                 hard_exit=False) == 0
     text = capsys.readouterr().out
-    assert "total count: 5 -> 9 (+4)" in text and "as reconcile run 0" in text
+    assert "the totals moved: count +4, amount +176" in text and "as reconcile run 0" in text
     assert _current(s.results_path) == s.truth()
     assert main(["late", "reconcile", "--late", s.results_path, "--results", s.results_path], hard_exit=False) == 2
     assert "eventtime late reconcile: error: " in capsys.readouterr().err

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import json
 import os
 import time
 from typing import Any, Mapping, Optional
@@ -35,6 +34,7 @@ from ..core.window import Window
 from ..ops.faults import fault_point
 from ..sinks.schema import MERGED_FROM_TYPE, TABLE_COLUMNS, TS
 from ..sinks.tables import check_table_columns, recorded_pipelines
+from .reconcile_payloads import late_values
 from .reconcile_results import (LATE_RECORD_IDS, RECONCILE_QUERY, delta_dataset, delta_exists, one_run_at_a_time,
                                 open_results)
 
@@ -159,77 +159,6 @@ def _watermark_proved(config: EngineConfig, table: Optional[pa.Table], late_wate
     return max(known) if known else None
 
 
-def _late_values(config: EngineConfig, payloads: list, schema: pa.Schema) -> tuple[list[dict], dict[int, str]]:
-    """Each payload's values of the aggregations' columns, typed as the results table types the
-    aggregation (``{row: why}`` for those that do not parse or convert)."""
-    fast = _parsed_at_once(config, payloads, schema)
-    if fast is not None:
-        bad = {}
-        for i, row in enumerate(fast):  # a null is a null in the payload or no such column: look
-            if None in row.values():
-                present = json.loads(payloads[i])
-                missing = [c for c in row if c not in present]
-                if missing:
-                    bad[i] = f"payload has no column {missing[0]!r}"
-        return fast, bad
-    bad: dict[int, str] = {}
-    parsed: list[dict] = []
-    for i, text in enumerate(payloads):
-        try:
-            value = json.loads(text) if text is not None else None
-            if not isinstance(value, dict):
-                raise ValueError("not a JSON object")
-        except ValueError as exc:
-            bad[i] = f"payload: {exc}"
-            value = {}
-        parsed.append(value)
-    for agg in config.aggregations:
-        if agg.column is None:
-            continue
-        target = schema.field(agg.name).type if agg.name in schema.names else None
-        raw = [p.get(agg.column) for p in parsed]
-        for i, p in enumerate(parsed):
-            if i not in bad and agg.column not in p:
-                bad[i] = f"payload has no column {agg.column!r}"
-        try:
-            typed = pa.array(raw).cast(target).to_pylist() if target is not None else raw
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            typed = []
-            for i, v in enumerate(raw):
-                try:
-                    typed.append(pa.array([v]).cast(target).to_pylist()[0])
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-                    bad.setdefault(i, f"{agg.column}={v!r} is not {target}: {exc}")
-                    typed.append(None)
-        for p, v in zip(parsed, typed):
-            p[agg.column] = v
-    return parsed, bad
-
-
-def _parsed_at_once(config: EngineConfig, payloads: list, schema: pa.Schema) -> Optional[list[dict]]:
-    """:func:`_late_values` by Arrow's JSON reader, when every payload parses, has every column and
-    converts (``None`` otherwise: the record-by-record path says which does not)."""
-    import io
-
-    import pyarrow.json as pj
-
-    columns = [agg for agg in config.aggregations if agg.column is not None]
-    if not payloads or any(not isinstance(p, str) or "\n" in p for p in payloads):
-        return None
-    try:
-        table = pj.read_json(io.BytesIO("\n".join(payloads).encode()))
-        if table.num_rows != len(payloads):
-            return None
-        values = {}
-        for agg in columns:
-            column = table.column(agg.column)  # KeyError: a payload without it
-            target = schema.field(agg.name).type if agg.name in schema.names else None
-            values[agg.column] = (column.cast(target) if target is not None else column).to_pylist()
-    except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return None
-    return [dict(zip(values, row)) for row in zip(*values.values())] if values else [{} for _ in payloads]
-
-
 def _reconciled(table: Optional[pa.Table]) -> set[str]:
     """The late records the results' CORRECTION panes hold."""
     if table is None or LATE_RECORD_IDS not in table.column_names:
@@ -319,7 +248,7 @@ def _run(late: str, store: Any, pipeline: Optional[str], since: Optional[_dt.dat
     if no_id:
         left[NO_RECORD_ID] = [f"{r['key']}@{r['event_time']}" for r in no_id]
     pending = [r for r in late_rows if r.get("record_id") is not None and r["record_id"] not in done]
-    values, bad = _late_values(config, [r["payload"] for r in pending], res_schema)
+    values, bad = late_values(config, [r["payload"] for r in pending], res_schema)
     for i in sorted(bad):
         left.setdefault(PAYLOAD_UNREADABLE, []).append(pending[i]["record_id"])
     inputs = [LateInput(r["record_id"], r["key"], r["event_time"], r["watermark"], v)

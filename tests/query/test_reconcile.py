@@ -420,3 +420,13 @@ def test_reconcile_while_the_stream_writes_loses_nothing_and_counts_nothing_twic
     assert final.left == {} and runs > 1
     assert final.already + final.reconciled == final.late_records > 20
     assert _current(s.results_path) == s.truth()
+
+
+def test_an_unwritable_results_path_is_refused_naming_it_and_nothing_is_written(tmp_path):
+    s = _tumbling_stream(tmp_path)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    late_version = DeltaTable(s.late_path).version()
+    with pytest.raises(ValueError, match=f"the table path '{blocker}/results' cannot be written"):
+        eventtime.reconcile(s.late_path, str(blocker / "results"))
+    assert DeltaTable(s.late_path).version() == late_version

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "examples" / "cluster_job.py"
 ROWS, BATCHES, SEED = 3000, 10, 5
-RUN_COLUMNS = {"query_id", "written_at", "detected_at", "detected_date"}
+RUN_COLUMNS = {"query_id", "written_at", "detected_at", "detected_date", "record_id"}
 KILL_DELAY_S = 1.0  # after batch 2's offsets are logged: when its tasks run (not an assertion)
 JOB_TIMEOUT_S = 900  # a hang guard only: a job still running after it is killed and reported
 

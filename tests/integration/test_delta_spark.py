@@ -38,7 +38,7 @@ import pytest
 ROWS, BATCHES, SEED = 1200, 5, 5
 PIPELINE = "dspark"
 # When and by which query / batch a row was written differ between runs by design.
-RUN_COLUMNS = {"query_id", "batch_id", "detected_at", "detected_date", "written_at"}
+RUN_COLUMNS = {"query_id", "batch_id", "detected_at", "detected_date", "written_at", "record_id"}
 TABLES = ("results", "late", "delays")
 # Delta rebuilds a table's snapshot in spark.databricks.delta.snapshotPartitions tasks (50 by
 # default: about 4 s a commit on 2 cores instead of 0.7 s), and VACUUM lists the table in
@@ -288,12 +288,13 @@ def test_a_late_table_written_by_delta_rs_is_spark_sql_s(dspark, rust_run, tmp_p
     assert comparable(spark_rows()) == comparable(base)
     writes = history(dspark, path)
     assert [c["version"] for c in writes] == list(range(len(writes)))
-    # route created the table, empty, before the query started (no batch, no row); then one
-    # commit per batch with rows
-    created, batches = writes[0], writes[1:]
+    # route created the table, empty, before the query started (no batch, no row), recorded the
+    # pipeline in its properties (what reconcile reads); then one commit per batch with rows
+    created, recorded, batches = writes[0], writes[1], writes[2:]
     assert created["userMetadata"] is None and int((created["operationMetrics"] or {}).get("num_added_rows", 0)) == 0
+    assert recorded["operation"] == "SET TBLPROPERTIES"
     assert len(batches) == len(set(base.column("batch_id").to_pylist()))
-    assert {c["operation"] for c in writes} == {"WRITE"}
+    assert {c["operation"] for c in batches} == {"WRITE"}
     files_before = {f for f in path.rglob("*.parquet")}
     assert len(files_before) == len(batches)
     optimized = dspark.sql(f"OPTIMIZE delta.`{quoted}`").collect()[0]["metrics"]

@@ -33,7 +33,7 @@ TIMEOUT_S = 900  # a hung run fails instead of blocking the suite (not an assert
 #: no-data micro-batch after each demo batch, the file demo reads its files back to back) and
 #: the wall-clock time of the write.
 RUN_COLUMNS = {"results": ["query_id", "batch_id", "written_at"],
-               "late": ["query_id", "batch_id", "detected_at", "detected_date"]}
+               "late": ["query_id", "batch_id", "detected_at", "detected_date", "record_id"]}
 
 
 def _kafka_ready() -> str | None:

@@ -295,7 +295,7 @@ def run_job(out: Path, bootstrap: str, topic: str, kill_at_commits: int | None =
     return code, killed, log.read_text()
 
 
-RUN_COLUMNS = {"query_id", "batch_id", "detected_at", "detected_date", "written_at"}
+RUN_COLUMNS = {"query_id", "batch_id", "detected_at", "detected_date", "written_at", "record_id"}
 
 
 def read_table(path: Path) -> list:

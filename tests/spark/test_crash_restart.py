@@ -36,7 +36,7 @@ pytestmark = pytest.mark.spark
 
 ROWS, BATCHES, SEED = 2400, 6, 11
 # When and by which batch a row was written differ between runs by design.
-RUN_COLUMNS = {"query_id", "batch_id", "detected_at", "detected_date", "written_at"}
+RUN_COLUMNS = {"query_id", "batch_id", "detected_at", "detected_date", "written_at", "record_id"}
 BATCH_LINE = re.compile(r"^\s+batch\s+(\d+)\s")
 WORKER = Path(__file__).with_name("demo_worker.py")
 

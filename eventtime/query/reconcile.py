@@ -107,16 +107,13 @@ def reconciled_ids(results: str | os.PathLike[str], pipeline: Optional[str] = No
                    storage_options: Optional[Mapping[str, str]] = None) -> set[str]:
     """The ids (the late table's ``record_id``) of the late records that CORRECTION panes in the
     results table hold: the records reconcile has used."""
+    import pyarrow.dataset as pds
+
     dataset = _dataset(os.fspath(results), storage_options)
     if LATE_RECORD_IDS not in dataset.schema.names:
         return set()
-    import pyarrow.dataset as pds
-
-    expr = pds.field("pane_timing") == CORRECTION
-    if pipeline is not None:
-        expr = expr & (pds.field("pipeline") == pipeline)
-    ids = dataset.to_table(columns=[LATE_RECORD_IDS], filter=expr).column(LATE_RECORD_IDS)
-    return set(pc.list_flatten(ids).to_pylist()) if len(ids) else set()
+    expr = None if pipeline is None else pds.field("pipeline") == pipeline
+    return _reconciled(dataset.to_table(columns=["pane_timing", LATE_RECORD_IDS], filter=expr))
 
 
 def _ms(value: Any) -> int:

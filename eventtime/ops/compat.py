@@ -14,6 +14,7 @@ import os
 from typing import Optional, Sequence
 
 from ..core.config import EngineConfig
+from ..core.kinds import SQL_AGGREGATE
 
 __all__ = ["IncompatibleRestartError", "CheckpointMissingError", "state_fingerprint", "changed_fields", "check_and_store"]
 
@@ -70,7 +71,22 @@ _LAYOUTS = {
        "without comparing rows",
     5: "the JVM operator's grouping key of each hash bucket is an id that Spark's hash partitioning sends to "
        "partition bucket mod P (layout 4: the bucket's number, which put 20 of the 32 buckets in one of 2 partitions)",
+    6: "a Spark SQL or Python aggregation's buffers of fixed windows are kept per slice, apart from the key's state",
 }
+
+
+def _keeps_state(layout: int, fingerprint: dict) -> bool:
+    """Whether a checkpoint of this fingerprint holds the same state bytes before and after ``layout``."""
+    if layout == 6:
+        # (a Python aggregation runs on the engine as a Spark SQL one: its kind here is sql)
+        return fingerprint["window"]["type"] == "session" or all(a[0] != SQL_AGGREGATE for a in fingerprint["aggregations"])
+    return False
+
+
+def _same_state(old, new, fingerprint: dict) -> bool:
+    """Whether a checkpoint written at layout ``old`` is read the same way at layout ``new``."""
+    return isinstance(old, int) and isinstance(new, int) and old < new and all(
+        _keeps_state(n, fingerprint) for n in range(old + 1, new + 1))
 
 
 def check_and_store(checkpoint_dir: str, fingerprint: dict) -> Optional[dict]:
@@ -83,8 +99,9 @@ def check_and_store(checkpoint_dir: str, fingerprint: dict) -> Optional[dict]:
     if os.path.exists(path):
         with open(path, encoding="utf-8") as handle:
             stored = json.load(handle)
-        changes = changed_fields(stored, fingerprint)
-        if stored.get("layout") != fingerprint.get("layout"):
+        changes = [c for c in changed_fields(stored, fingerprint) if not c.startswith("layout: ")]
+        if stored.get("layout") != fingerprint.get("layout") and \
+                not _same_state(stored.get("layout", 1), fingerprint.get("layout"), fingerprint):
             old, new = stored.get("layout", 1), fingerprint.get("layout")
             changed = "; ".join(f"layout {n}: {_LAYOUTS[n]}" for n in sorted(_LAYOUTS) if old < n <= new) \
                 if isinstance(old, int) and isinstance(new, int) and old < new else "a different state layout"

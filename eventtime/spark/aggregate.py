@@ -33,7 +33,7 @@ from .sql_aggregates import engine_aggregations, python_result, result_ddl
 __all__ = ["window_aggregate", "output_schema", "engine_spec"]
 
 # Version of the query's checkpoint layout; a checkpoint of another layout is refused on start.
-STATE_LAYOUT = 5
+STATE_LAYOUT = 6
 # Output columns besides the key and aggregation columns, in order, with Spark DDL types.
 OUTPUT_FIXED = [
     ("kind", "string"),
@@ -67,9 +67,12 @@ CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, CLS_CONTROL, CLS_TICK = (INTS[n] for n in 
 # it, see WindowOperator.java); fixed, as a checkpoint's state is laid out by it.
 NUM_BUCKETS = 32
 # How the checkpoint's state is laid out, stored in its fingerprint beside the configuration
-# (ops/compat.py); layout 5: per-key state of the JVM operator under one int grouping key per
-# bucket, chosen so that Spark spreads the buckets evenly over the shuffle partitions (layout 4:
-# the bucket's number; layout 3: two ints; layouts 1-2: hash buckets of pickled frames).
+# (ops/compat.py); layout 6: a Spark SQL or Python aggregation's buffers of fixed windows are
+# state entries per key and slice (layout 5 kept them in the key's state, which is otherwise the
+# same: checkpoints of pipelines without them resume); layout 5: per-key state of the JVM operator
+# under one int grouping key per bucket, chosen so that Spark spreads the buckets evenly over the
+# shuffle partitions (layout 4: the bucket's number; layout 3: two ints; layouts 1-2: hash
+# buckets of pickled frames).
 STATE_FORMAT = {"layout": STATE_LAYOUT, "buckets": NUM_BUCKETS}
 # Local property through which the driver tells the map-side combine the batch's watermark.
 WATERMARK_PROPERTY = "eventtime.watermark"

@@ -111,3 +111,33 @@ def test_an_added_aggregation_is_refused_with_what_to_do(tmp_path):
     text = str(refused.value)
     assert "Changed: aggregations: " in text and "approx_count_distinct(user_id)" in text, text
     assert "Restore the old configuration, or start from a new checkpoint (and new tables) explicitly." in text
+
+
+@pytest.mark.parametrize(
+    "overrides, resumes",
+    [
+        ({}, True),  # built-ins only: the key's state is the same bytes in layouts 5 and 6
+        ({"aggregations": (eventtime.count(), eventtime.agg("approx_count_distinct(ms)", "users"))}, False),
+        # (a Python aggregation is in the fingerprint as the Spark SQL one the engine runs)
+        ({"window": Sliding("1 minute", "30 seconds"),
+          "aggregations": (eventtime.agg("collect_list(struct(ms AS v))", "values"),)}, False),
+        ({"window": eventtime.Session("30 seconds"),
+          "aggregations": (eventtime.agg("approx_count_distinct(ms)", "users"),)}, True),  # sessions keep theirs inline
+    ],
+)
+def test_a_layout_5_checkpoint_resumes_unless_it_holds_sql_buffers_of_fixed_windows(tmp_path, overrides, resumes):
+    """Layout 6 moved only the SQL (and Python) aggregations' buffers of fixed windows out of the
+    key's state: every other layout-5 checkpoint is the same state and resumes."""
+    from eventtime.spark.aggregate import NUM_BUCKETS, STATE_LAYOUT
+
+    assert STATE_LAYOUT == 6
+    check_and_store(str(tmp_path), {**fp(**overrides), "layout": 5, "buckets": NUM_BUCKETS})
+    new = {**fp(**overrides), "layout": STATE_LAYOUT, "buckets": NUM_BUCKETS}
+    if resumes:
+        assert check_and_store(str(tmp_path), new)["layout"] == 5
+        return
+    with pytest.raises(IncompatibleRestartError) as err:
+        check_and_store(str(tmp_path), new)
+    text = str(err.value)
+    assert "checkpoint layout 5, this version writes layout 6" in text and "kept per slice" in text, text
+    assert "end_of_input=True" in text and "fresh_start=True" in text

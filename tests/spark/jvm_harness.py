@@ -15,11 +15,18 @@ from typing import Any
 
 from pyspark.sql import types as T
 
+from eventtime.core.kinds import SQL_AGGREGATE
 from eventtime.core.timestamps import extract
 from eventtime.core.trigger import END_OF_INPUT_MS, next_watermark
 from eventtime.core.watermark import PartitionClocks
 from eventtime.harness.scenario import Scenario, parse_scenario
 from eventtime.spark.aggregate import CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, _agg_type, engine_spec, output_schema
+
+
+def _sql_type(spark, agg, record: T.StructType) -> T.DataType:
+    """A Spark SQL aggregation's result type, as Spark resolves it over the record."""
+    resolved = spark._jvm.eventtime.jvm.SqlAggregate.of(agg.expression, spark._jsparkSession.parseDataType(record.json()))
+    return T._parse_datatype_json_string(resolved.resultTypeJson())
 
 
 class JvmReplay:
@@ -36,7 +43,8 @@ class JvmReplay:
             T.StructField("hb", T.BooleanType()),
         ])
         self.aggs = tuple(a if a.column is None else dataclasses.replace(a, column="value") for a in cfg.aggregations)
-        out = output_schema([record["key"]], [T.StructField(a.name, _agg_type(a, record)) for a in self.aggs])
+        out = output_schema([record["key"]], [T.StructField(a.name, _sql_type(spark, a, record) if a.kind == SQL_AGGREGATE
+                                                             else _agg_type(a, record)) for a in self.aggs])
         spec = engine_spec(dataclasses.replace(cfg, aggregations=self.aggs), record, out, ["key"], bounded=False)
         self.engine = spark._jvm.eventtime.jvm.InProcess(json.dumps(spec))
         self.watermark = 0
@@ -87,8 +95,9 @@ class JvmReplay:
         self.seen = True
         return self._render(json.loads(self.engine.advance(END_OF_INPUT_MS)))
 
-    def state_entries(self) -> int:
-        return self.engine.stateEntries()
+    def state_entries(self, state: str | None = None) -> int:
+        """State entries left, all or of one state variable ("keys", "due", "buffers", "meta")."""
+        return self.engine.stateEntries() if state is None else self.engine.stateEntries(state)
 
     def keys_read(self) -> int:
         """User keys whose state the operator has read so far."""

@@ -349,3 +349,46 @@ def test_jvm_firing_rules_are_named_once_and_are_the_python_ones(spark, size, la
         calls.expect("isDue", (w.end_ms, watermark), is_due(w, watermark))
         calls.expect("isExpired", (w.end_ms, watermark), is_expired(w, watermark, lateness))
     calls.check()
+
+
+def _with_aggregations(scenario, aggregations):
+    return dataclasses.replace(scenario, config=dataclasses.replace(scenario.config, aggregations=aggregations))
+
+
+@settings(max_examples=100, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(every_kind_scenarios(), st.booleans())
+def test_a_spark_sql_aggregation_s_buffers_are_kept_per_slice_and_purged(spark, scenario, combine):
+    """State layout 6: a fixed window's SQL buffers are state entries per key and slice, read when
+    the slice gets records or a window over it fires, written when it changed, removed with it.
+    Through that path Spark's count(1) and sum equal the model's in every pane, and no entry is left."""
+    from eventtime import agg
+
+    parsed = parse_scenario(flushed(scenario))
+    expected = run_reference(_with_aggregations(parsed, (count(), sum("value", name="sum"))), merged_from=True)
+    sql = (agg("count(1)", "count"), agg("sum(value)", "sum"))
+    runner = JvmReplay(_with_aggregations(parsed, sql), spark, combine, merged_from=True)
+    got = {"batches": [runner.run_batch(b) for b in parsed.batches]}
+    assert diff_outputs(expected, got) is None, diff_outputs(expected, got)
+    assert runner.state_entries() == 0
+
+
+def test_a_spark_sql_aggregation_s_buffers_are_one_entry_per_key_and_live_slice(spark):
+    """Two keys, a record each in minute 0, then one in minute 1 for key a: one entry per (key,
+    slice); the ON_TIME panes read them, the expiry removes them."""
+    from eventtime import Record, Tumbling, agg
+    from eventtime.core.config import EngineConfig
+    from eventtime.harness.scenario import Scenario
+
+    config = EngineConfig(Tumbling(60_000), (agg("count(1)", "n"),), allowed_lateness_ms=60_000, min_valid_ms=1)
+    batches = ((Record("a", 1_000, {"value": 1}), Record("b", 2_000, {"value": 2})),
+               (Record("a", 61_000, {"value": 3}), Record("a", 3_000, {"value": 4})),  # W 0: a's minute 0 again
+               (Record(None, 125_000, heartbeat=True),),  # W 125 s: minute 0 expired (end 60 s + L), minute 1 due
+               (Record(None, 200_000, heartbeat=True),))  # minute 1 expired
+    runner = JvmReplay(Scenario(config, batches, now_ms=10**9), spark, combine=False)
+    panes = []
+    entries = []
+    for batch in batches:
+        panes += [(p["key"], p["window_start"], p["timing"], p["n"]) for p in runner.run_batch(batch, raw_panes=True)]
+        entries.append((runner.state_entries("keys"), runner.state_entries("buffers")))
+    assert entries == [(2, 2), (2, 3), (1, 1), (0, 0)], entries
+    assert sorted(panes) == [("a", 0, "ON_TIME", 2), ("a", 60_000, "ON_TIME", 1), ("b", 0, "ON_TIME", 1)], panes

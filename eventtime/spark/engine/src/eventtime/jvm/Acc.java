@@ -17,6 +17,9 @@ public final class Acc {
   public double d; // float sum
   public Object v; // min / max / first / last value, or the decimal sum
 
+  /** A SQL aggregation's buffer still in its slice's state entry ({@link Slices}). */
+  static final Object UNREAD = new Object();
+
   private static final MathContext MC = new MathContext(100);
   private static final BigInteger TWO64 = BigInteger.ONE.shiftLeft(64);
 
@@ -83,6 +86,7 @@ public final class Acc {
    * window's buffers are read from the state with the key's, but most are not touched).
    */
   private org.apache.spark.sql.catalyst.InternalRow buffer(SqlAggregate sql) {
+    if (v == UNREAD) throw new IllegalStateException("eventtime: a SQL buffer used before it was read from the state");
     if (v == null) v = sql.create();
     else if (v instanceof byte[]) v = sql.read((byte[]) v);
     return (org.apache.spark.sql.catalyst.InternalRow) v;

@@ -174,13 +174,24 @@ public final class InProcess {
     return operator.keysRead();
   }
 
-  /** Number of state entries left: user keys in the buckets' maps, due-index chunks, bucket values. */
+  /** Number of state entries left: user keys in the buckets' maps, due-index chunks, slice buffers, bucket values. */
   public int stateEntries() {
     int n = 0;
     for (Row g : keys.values()) {
       n += tester.peekMapState("keys", g).size();
       if (spec.session) n += tester.peekMapState("due", g).size();
+      else if (spec.hasSql) n += tester.peekMapState("buffers", g).size();
       if (tester.peekValueState("meta", g).isDefined()) n++;
+    }
+    return n;
+  }
+
+  /** Number of entries of one state variable: "keys", "due", "buffers" (map states) or "meta". */
+  public int stateEntries(String state) {
+    int n = 0;
+    for (Row g : keys.values()) {
+      if (state.equals("meta")) n += tester.peekValueState(state, g).isDefined() ? 1 : 0;
+      else n += tester.peekMapState(state, g).size();
     }
     return n;
   }

@@ -174,4 +174,9 @@ final class Layout {
     return DataTypes.createStructType(java.util.Arrays.copyOfRange(f, K0, K0 + spec.keyFields.length));
   }
 
+  /** The key of a slice's SQL buffers ({@link Slices.Buffers}): the user key and the slice's start. */
+  static StructType bufferKeySchema(Spec spec) {
+    return userKeySchema(spec).add(DataTypes.createStructField("et__slice", DataTypes.LongType, false));
+  }
+
 }

@@ -1,6 +1,8 @@
 package eventtime.jvm;
 
+import java.util.HashSet;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
 import org.apache.spark.sql.Row;
@@ -11,11 +13,26 @@ import org.apache.spark.sql.Row;
  * pane and has not expired. A window is the merge of its slices ({@link Spec}'s arithmetic). The
  * same rules as eventtime/core/reference.py, held to it by the transcript and property tests;
  * the session windows of a key are {@link Sessions}.
+ *
+ * <p>A Spark SQL (or Python) aggregation's buffer can be large (a sketch, a set of values), and a
+ * key holds several live slices while a batch changes one or two of them. So the key's value
+ * keeps only each such buffer's record count; the buffers of slice s are a state entry of their
+ * own ({@link Buffers}, key and s: state layout 6), read when a window over s fires or s receives
+ * records, written when s changed, removed with s.
  */
 final class Slices {
   /** Receives the panes a key's windows produce (the window starting at ws). */
   interface Emit {
     void pane(long ws, String timing, long index, boolean fin, Acc[] values);
+  }
+
+  /** The state entries of one key's SQL buffers, one per slice (the slice's start). */
+  interface Buffers {
+    byte[] get(long slice);
+
+    void put(long slice, byte[] bytes);
+
+    void remove(long slice);
   }
 
   /** slice start -> its accumulators. */
@@ -26,10 +43,15 @@ final class Slices {
   private TreeMap<Long, Acc[]> added;
   private final Spec spec;
   private final int na;
+  /** The key's buffer entries (null without SQL aggregations). */
+  private final Buffers buffers;
+  /** Slices whose SQL buffers are still in their entry, and those changed since they were read. */
+  private final Set<Long> unread = new HashSet<>(), changedBuffers = new HashSet<>();
 
-  Slices(Spec spec, int na) {
+  Slices(Spec spec, int na, Buffers buffers) {
     this.spec = spec;
     this.na = na;
+    this.buffers = spec.hasSql ? java.util.Objects.requireNonNull(buffers, "buffers") : null;
   }
 
   boolean isEmpty() {
@@ -46,14 +68,58 @@ final class Slices {
     for (int i = 0; i < na; i++) into[i].merge(spec, i, from[i]);
   }
 
-  /** The accumulators of the window starting at ws over the slices of {@code from}, or null. */
+  /**
+   * The accumulators of the window starting at ws over the slices of {@code from}, or null: the
+   * slice's own when it is the only one (a pane only reads them), else a merge of them.
+   */
   private Acc[] window(TreeMap<Long, Acc[]> from, long ws) {
-    Acc[] acc = null;
-    for (Acc[] s : from.subMap(ws, true, spec.windowEnd(ws), false).values()) {
-      if (acc == null) acc = newAccs();
-      mergeInto(acc, s);
+    Acc[] only = null, acc = null;
+    for (Map.Entry<Long, Acc[]> s : from.subMap(ws, true, spec.windowEnd(ws), false).entrySet()) {
+      if (from == slices) readBuffers(s.getKey(), s.getValue());
+      if (only == null) {
+        only = s.getValue();
+        continue;
+      }
+      if (acc == null) {
+        acc = newAccs();
+        mergeInto(acc, only);
+      }
+      mergeInto(acc, s.getValue());
     }
-    return acc;
+    return acc != null ? acc : only;
+  }
+
+  /** Slice s's SQL buffers from their entry, when not read yet. */
+  private void readBuffers(long slice, Acc[] accs) {
+    if (!unread.remove(slice)) return;
+    byte[] bytes = buffers.get(slice);
+    if (bytes == null) throw new IllegalStateException("eventtime: the state has no buffers of slice " + slice);
+    Bytes.In in = new Bytes.In(bytes);
+    for (int i = 0; i < na; i++) {
+      if (spec.kinds[i] != Spec.SQL) continue;
+      Acc a = Acc.read(spec, i, in);
+      if (a.n != accs[i].n) {
+        throw new IllegalStateException("eventtime: slice " + slice + "'s buffer of aggregation " + i + " holds " + a.n
+            + " records, its key's state " + accs[i].n);
+      }
+      accs[i].v = a.v;
+    }
+  }
+
+  /**
+   * Writes the buffers of the slices changed since they were read to their entries (before the
+   * key's value is written with {@link #encode}).
+   */
+  void writeBuffers() {
+    if (buffers == null) return;
+    for (long slice : changedBuffers) {
+      Acc[] accs = slices.get(slice);
+      if (accs == null) continue;  // expired since: its entry was removed
+      Bytes.Out out = new Bytes.Out(64);
+      for (int i = 0; i < na; i++) if (spec.kinds[i] == Spec.SQL) accs[i].write(spec, i, out);
+      buffers.put(slice, out.toByteArray());
+    }
+    changedBuffers.clear();
   }
 
   /** A slice is expired with the last window that holds it. */
@@ -63,15 +129,26 @@ final class Slices {
 
   // --- encoding ------------------------------------------------------------------------------
 
-  static Slices decode(Spec spec, int na, byte[] bytes) {
-    Slices st = new Slices(spec, na);
+  static Slices decode(Spec spec, int na, byte[] bytes, Buffers buffers) {
+    Slices st = new Slices(spec, na, buffers);
     Bytes.In in = new Bytes.In(bytes);
     int ns = (int) in.readVarLong();
     long start = 0;
     for (int s = 0; s < ns; s++) {
       start = s == 0 ? in.readVarLong() : start + in.readVarLong() * spec.sliceMs;
       Acc[] accs = new Acc[na];
-      for (int i = 0; i < na; i++) accs[i] = Acc.read(spec, i, in);
+      for (int i = 0; i < na; i++) {
+        if (spec.kinds[i] == Spec.SQL) {  // its count here, its buffer in the slice's entry
+          accs[i] = new Acc();
+          accs[i].n = in.readVarLong();
+          if (accs[i].n > 0) {
+            accs[i].v = Acc.UNREAD;
+            st.unread.add(start);
+          }
+        } else {
+          accs[i] = Acc.read(spec, i, in);
+        }
+      }
       st.slices.put(start, accs);
     }
     int np = (int) in.readVarLong();
@@ -79,7 +156,7 @@ final class Slices {
     return st;
   }
 
-  /** Compact: variable-length integers, slice starts as deltas. */
+  /** Compact: variable-length integers, slice starts as deltas; SQL buffers apart ({@link #writeBuffers}). */
   byte[] encode() {
     Bytes.Out out = new Bytes.Out(48);
     out.writeVarLong(slices.size());
@@ -90,7 +167,10 @@ final class Slices {
       previous = e.getKey();
       first = false;
       Acc[] accs = e.getValue();
-      for (int i = 0; i < na; i++) accs[i].write(spec, i, out);
+      for (int i = 0; i < na; i++) {
+        if (spec.kinds[i] == Spec.SQL) out.writeVarLong(accs[i].n);
+        else accs[i].write(spec, i, out);
+      }
     }
     out.writeVarLong(panes.size());
     for (Map.Entry<Long, Long> e : panes.entrySet()) {
@@ -131,7 +211,14 @@ final class Slices {
       }
     }
     changed |= panes.entrySet().removeIf(e -> spec.isExpired(spec.windowEnd(e.getKey()), watermark));
-    changed |= slices.entrySet().removeIf(e -> isExpired(spec, e.getKey(), watermark));
+    changed |= slices.entrySet().removeIf(e -> {
+      if (!isExpired(spec, e.getKey(), watermark)) return false;
+      if (buffers != null) {
+        buffers.remove(e.getKey());
+        unread.remove(e.getKey());
+      }
+      return true;
+    });
     return changed;
   }
 
@@ -149,7 +236,10 @@ final class Slices {
     if (created) {
       held = newAccs();
       slices.put(slice, held);
+    } else if (buffers != null) {
+      readBuffers(slice, held);
     }
+    if (buffers != null) changedBuffers.add(slice);
     mergeInto(held, add);
     if (!spec.finalOnly) {
       if (added == null) added = new TreeMap<>();

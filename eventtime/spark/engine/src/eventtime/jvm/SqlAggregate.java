@@ -54,6 +54,12 @@ public final class SqlAggregate implements java.io.Serializable {
   private final Expression result, filter;
   private final ImperativeAggregate imperative;
   private final boolean typed;
+  /**
+   * Every buffer field is fixed-width ({@code UnsafeRow.isMutable}, Spark's hash aggregation's
+   * test): the buffer is then an {@link UnsafeRow} over its own bytes, read and written without
+   * copying its values one by one (boxed) into a generic row and back.
+   */
+  private final boolean unsafe;
   /** count(DISTINCT x): the set's size, a bigint as Spark's count. */
   private final boolean distinctCount;
   /** What the function reads, from the record, when it is not the record itself (else null). */
@@ -64,6 +70,8 @@ public final class SqlAggregate implements java.io.Serializable {
   private transient InternalRow input;
   private transient UnsafeProjection writer;
   private transient JoinedRow joined;
+  /** The bytes of a new buffer, when {@link #unsafe}. */
+  private transient byte[] initialBytes;
 
   /**
    * The aggregate of {@code sql} (one aggregate expression, e.g. {@code percentile_approx(ms,
@@ -211,7 +219,12 @@ public final class SqlAggregate implements java.io.Serializable {
     for (Attribute a : buffer) type = type.add(a.name(), a.dataType(), true);
     bufferType = type;
     bufferFields = new DataType[type.size()];
-    for (int f = 0; f < bufferFields.length; f++) bufferFields[f] = type.fields()[f].dataType();
+    boolean fixed = !typed;
+    for (int f = 0; f < bufferFields.length; f++) {
+      bufferFields[f] = type.fields()[f].dataType();
+      fixed &= UnsafeRow.isMutable(bufferFields[f]);
+    }
+    unsafe = fixed;
     result = bind(eval, buffer);
     resultType = distinctCount ? org.apache.spark.sql.types.DataTypes.LongType : result.dataType();
   }
@@ -273,11 +286,15 @@ public final class SqlAggregate implements java.io.Serializable {
   /** A new, empty buffer. */
   public InternalRow create() {
     ready();
+    if (initialBytes != null) return unsafeRow(initialBytes.clone());
     // a generic row: cheaper to make than a SpecificInternalRow, and a window makes many
     GenericInternalRow buffer = new GenericInternalRow(bufferFields.length);
     initialProjection.target(buffer).apply(InternalRow.empty());
     if (imperative != null) imperative.initialize(buffer);
-    return buffer;
+    if (!unsafe) return buffer;
+    // an UnsafeRow of the initial values, written once (with room for a long decimal's bytes)
+    initialBytes = writer.apply(buffer).getBytes().clone();
+    return unsafeRow(initialBytes.clone());
   }
 
   /** Adds one record (the user's row, in Spark's internal form). */
@@ -310,6 +327,11 @@ public final class SqlAggregate implements java.io.Serializable {
   /** The buffer's bytes (the buffer itself is left as it was). */
   public byte[] write(InternalRow buffer) {
     ready();
+    if (buffer instanceof UnsafeRow) {  // its bytes, not shared with the buffer, which may change again
+      UnsafeRow u = (UnsafeRow) buffer;
+      byte[] bytes = u.getBytes();
+      return bytes == u.getBaseObject() ? bytes.clone() : bytes;
+    }
     InternalRow row = buffer;
     if (typed) {
       row = buffer.copy();
@@ -318,11 +340,17 @@ public final class SqlAggregate implements java.io.Serializable {
     return writer.apply(row).getBytes();
   }
 
+  private UnsafeRow unsafeRow(byte[] bytes) {
+    UnsafeRow row = new UnsafeRow(bufferFields.length);
+    row.pointTo(bytes, bytes.length);
+    return row;
+  }
+
   /** A buffer read back from {@link #write}'s bytes. */
   public InternalRow read(byte[] bytes) {
     ready();
-    UnsafeRow written = new UnsafeRow(bufferType.size());
-    written.pointTo(bytes, bytes.length);
+    if (unsafe) return unsafeRow(bytes);  // the bytes are this buffer's own
+    UnsafeRow written = unsafeRow(bytes);
     GenericInternalRow buffer = new GenericInternalRow(bufferFields.length);
     if (typed) {  // the object, deserialized (as merging into a new buffer would, without making one)
       TypedImperativeAggregate<?> t = (TypedImperativeAggregate<?>) imperative;

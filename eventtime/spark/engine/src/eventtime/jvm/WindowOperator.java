@@ -50,6 +50,8 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   private long keysRead;
   /** Session windows only: the chunks of the bucket's {@link DueIndex}. */
   private transient MapState<Row, byte[]> dueChunks;
+  /** Fixed windows with SQL aggregations only: each slice's SQL buffers ({@link Slices.Buffers}). */
+  private transient MapState<Row, byte[]> sliceBuffers;
 
   public WindowOperator(Spec spec) {
     this.spec = spec;
@@ -67,7 +69,14 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     keys = getHandle().getMapState("keys", Encoders.row(Layout.userKeySchema(spec)), Encoders.BINARY(), TTLConfig.NONE());
     if (spec.session) {
       dueChunks = getHandle().getMapState("due", Encoders.row(DueIndex.CHUNK_KEY), Encoders.BINARY(), TTLConfig.NONE());
+    } else if (spec.hasSql) {
+      sliceBuffers = getHandle().getMapState("buffers", Encoders.row(Layout.bufferKeySchema(spec)), Encoders.BINARY(), TTLConfig.NONE());
     }
+  }
+
+  /** The buffer entries of a user key's slices (null without SQL aggregations). */
+  private Slices.Buffers buffersOf(Row key) {
+    return sliceBuffers == null ? null : new SliceBuffers(sliceBuffers, key);
   }
 
   // --- state ---------------------------------------------------------------------------------
@@ -92,6 +101,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   }
 
   private void store(Row key, Slices st) {
+    st.writeBuffers();
     if (st.isEmpty()) keys.removeKey(key);
     else keys.updateValue(key, st.encode());
   }
@@ -137,7 +147,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
             continue;
           }
         }
-        Slices st = Slices.decode(spec, lay.na, e._2());
+        Slices st = Slices.decode(spec, lay.na, e._2(), buffersOf(e._1()));
         if (st.sweep(m.w, watermark, panes(e._1(), watermark, out))) store(e._1(), st);
       }
       m.windows.removeIf(ws -> spec.isExpired(spec.windowEnd(ws), watermark));
@@ -352,9 +362,9 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     }
     if (bytes == null) {
       sweptChanged = false;
-      return new Slices(spec, lay.na);
+      return new Slices(spec, lay.na, buffersOf(key));
     }
-    Slices st = Slices.decode(spec, lay.na, bytes);
+    Slices st = Slices.decode(spec, lay.na, bytes, buffersOf(key));
     sweptChanged = st.sweep(wPrev, watermark, panes(key, watermark, out));
     return st;
   }

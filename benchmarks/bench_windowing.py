@@ -1,7 +1,7 @@
 """Benchmark: eventtime's operator against Spark's native windowed aggregation, same input.
 
 Each stream is generated once (one parquet file per micro-batch, plus a last "flush" file
-whose single row is far in the future so that every window is emitted and purged), then in
+whose rows, a heartbeat per partition, are far in the future so that every window is emitted and purged), then in
 one process, alternating, both engines read it with ``maxFilesPerTrigger=1``:
 
 * native: ``withWatermark(et, B + L)`` + ``groupBy(window(et, ...), key).agg(count, sum)``,
@@ -22,7 +22,9 @@ Suites:
   Reports min and median wall time per engine, their ratios, rows per second per core and
   the pane latency (from the end of the batch whose data moved the watermark past a
   window's end to the pane reaching the sink). ``--workloads SE`` adds sessions per key with
-  a 30 s gap (native: ``session_window``); not in the default run.
+  a 30 s gap (native: ``session_window``); ``--workloads PT`` the T workload with
+  per-partition watermarks (4 partitions, 1-minute idle timeout) beside eventtime's global
+  watermark and native; neither is in the default run.
 * ``scale``: 1M keys, daily windows in UTC+8, 60 batches of 50k rows (all in one local
   day, so the state only grows): time and checkpoint bytes written per batch, first 10
   batches against the last 10. Both engines run with a 128 MB RocksDB block cache per state
@@ -96,13 +98,14 @@ def generate(path: str, rows: int, batches: int, keys: int, step_ms: int = MINUT
             # the file source takes files in modification-time order
             stamp = 1_000_000_000 * (1_700_000_000 + i * files_per_batch + j)
             os.utime(name, ns=(stamp, stamp))
+    # a heartbeat on each of the 4 partitions (per-partition watermarks move with the slowest one)
     flush = pa.table(
         {
-            "key": pa.array(["__flush__"], pa.string()),
-            "ts": pa.array([T0 + batches * step_ms + 3 * DAY], pa.int64()),
-            "amount": pa.array([0.0]),
-            "part": pa.array([0], pa.int32()),
-            "hb": pa.array([True]),
+            "key": pa.array(["__flush__"] * 4, pa.string()),
+            "ts": pa.array([T0 + batches * step_ms + 3 * DAY] * 4, pa.int64()),
+            "amount": pa.array([0.0] * 4),
+            "part": pa.array(range(4), pa.int32()),
+            "hb": pa.array([True] * 4),
         }
     )
     pq.write_table(flush, os.path.join(path, f"batch-{batches:05d}.parquet"))
@@ -170,7 +173,10 @@ def run_native(spark, data: str, work: str, window: tuple, files: int, measure_b
 
 
 def run_eventtime(spark, data: str, work: str, window, files: int, measure_bytes: bool = False, files_per_batch: int = 1) -> dict:
+    """``window``: a window, or ``(window, watermark_options)`` (e.g. per-partition watermarks)."""
     import eventtime
+
+    window, watermark = window if isinstance(window, tuple) else (window, {})
 
     checkpoint = os.path.join(work, "chk")
     probe = _Probe(checkpoint, measure_bytes)
@@ -182,7 +188,7 @@ def run_eventtime(spark, data: str, work: str, window, files: int, measure_bytes
         eventtime.window_aggregate(
             keys=["key"], window=window, allowed_lateness=L_MS,
             aggregations=[eventtime.count(), eventtime.sum("amount")],
-            partition_col="part", heartbeat_col="hb",
+            partition_col="part", heartbeat_col="hb", **watermark,
         )
     )
     counts = {"panes": 0, "late": 0, "invalid": 0, "payload_bytes": 0}
@@ -308,25 +314,30 @@ def suite_throughput(spark, work: str, args) -> list[str]:
         "S": (("5 minutes", "1 minute"), eventtime.Sliding("5 minutes", "1 minute")),
         # sessions per key with a 30 s gap (native: session_window); not part of the default run
         "SE": (("session", "30 seconds"), eventtime.Session("30 seconds")),
+        # T with per-partition watermarks over the rows' 4 partitions (`part`), a silent one left
+        # out after 1 minute; also run with the global watermark in each round (its ratio printed)
+        "PT": (("1 minute",), (eventtime.Tumbling("1 minute"), {"watermark": "per_partition", "idle_timeout": "1 minute"})),
     }
     lines = []
     for name in args.workloads.split(","):
         native_window, et_window = workloads[name]
-        walls: dict[str, list[float]] = {"native-2": [], "native-4": [], "eventtime": []}
-        latency: dict[str, list] = {"native": [], "eventtime": []}
+        walls: dict[str, list[float]] = {"native-2": [], "native-4": [], "eventtime": [], "global": []}
+        latency: dict[str, list] = {"native": [], "eventtime": [], "global": []}
         rounds = (("native", 2), ("eventtime", args.eventtime_partitions), ("native", 4))
+        if name == "PT":  # eventtime with the global watermark beside it, in every round
+            rounds = (*rounds, ("global", args.eventtime_partitions))
         if name == args.workloads.split(",")[0]:  # warm the JVM up (not counted): rounds as the measured ones
             for _ in range(args.warmup):
                 for engine, partitions in rounds:
-                    _run(engine, spark, data, work, native_window if engine == "native" else et_window, files, partitions,
+                    _run(engine, spark, data, work, _window_of(engine, native_window, et_window), files, partitions,
                          files_per_batch=args.files_per_batch)
         for rep in range(args.repeat):
             for engine, partitions in rounds:
-                res = _run(engine, spark, data, work, native_window if engine == "native" else et_window, files, partitions,
+                res = _run(engine, spark, data, work, _window_of(engine, native_window, et_window), files, partitions,
                            files_per_batch=args.files_per_batch)
                 res.update(workload=name, rep=rep)
                 print(json.dumps(_brief(res)), flush=True)
-                walls["eventtime" if engine == "eventtime" else f"native-{partitions}"].append(res["wall_s"])
+                walls[f"native-{partitions}" if engine == "native" else engine].append(res["wall_s"])
                 latency[engine].append(res["pane_latency_ms_p50"])
         best = min(("native-2", "native-4"), key=lambda k: min(walls[k]))
         native, et = walls[best], walls["eventtime"]
@@ -337,8 +348,18 @@ def suite_throughput(spark, work: str, args) -> list[str]:
             f"ratio eventtime/native: min {min(et) / min(native):.2f}, median {statistics.median(et) / statistics.median(native):.2f}  "
             f"rows/s/core: eventtime {args.rows / statistics.median(et) / CORES:,.0f}, native {args.rows / statistics.median(native) / CORES:,.0f}  "
             f"pane latency p50 ms: eventtime {latency['eventtime']}, native {latency['native']}"
+            + (f"  per-partition / global watermark: min {min(et) / min(walls['global']):.2f}, median "
+               f"{statistics.median(et) / statistics.median(walls['global']):.2f} (global runs {walls['global']})"
+               if walls["global"] else "")
         )
     return lines
+
+
+def _window_of(engine: str, native_window, et_window):
+    """The window a run of ``engine`` takes ("global": eventtime's, with the global watermark)."""
+    if engine == "native":
+        return native_window
+    return et_window[0] if engine == "global" and isinstance(et_window, tuple) else et_window
 
 
 def suite_scale(spark, work: str, args) -> list[str]:

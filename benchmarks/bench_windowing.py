@@ -21,7 +21,9 @@ Suites:
   20 micro-batches, 5 % of the records late within the allowed lateness, 1 % beyond it.
   Reports min and median wall time per engine, their ratios, rows per second per core and
   the pane latency (from the end of the batch whose data moved the watermark past a
-  window's end to the pane reaching the sink). ``--workloads SE`` adds sessions per key with
+  window's end to the pane reaching the sink). Each round also runs the passthrough floor:
+  the same streaming read, each micro-batch counted and summed, nothing kept (what reading the
+  data costs any engine); both engines' medians are printed as multiples of it. ``--workloads SE`` adds sessions per key with
   a 30 s gap (native: ``session_window``); ``--workloads PT`` the T workload with
   per-partition watermarks (4 partitions, 1-minute idle timeout) beside eventtime's global
   watermark and native; neither is in the default run.
@@ -216,6 +218,32 @@ def run_eventtime(spark, data: str, work: str, window, files: int, measure_bytes
     return result
 
 
+def run_floor(spark, data: str, work: str, window, files: int, measure_bytes: bool = False, files_per_batch: int = 1) -> dict:
+    """The passthrough floor: the same streaming read of the same files, each micro-batch counted
+    and summed (one row to the driver), nothing kept. What any engine spends reading the data."""
+    from pyspark.sql import functions as F
+
+    checkpoint = os.path.join(work, "chk")
+    probe = _Probe(checkpoint, measure_bytes)
+    src = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", files_per_batch).parquet(data)
+    seen = {"rows_out": 0, "rows_seen": 0}
+
+    def sink(df, batch_id):
+        row = df.agg(F.count(F.lit(1)).alias("n"), F.sum("amount").alias("s")).collect()[0]
+        seen["rows_out"] += 1
+        seen["rows_seen"] += row["n"]
+        probe.batch(batch_id, [])
+
+    t0 = time.perf_counter()
+    query = src.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).start()
+    _drain(query, files - 1)
+    wall = time.perf_counter() - t0
+    result = _summary(query, wall, probe)
+    result.update(seen)
+    query.stop()
+    return result
+
+
 def _drain(query, last_offset: int) -> None:
     while True:
         query.processAllAvailable()
@@ -285,7 +313,7 @@ def _run(engine: str, spark, data: str, work: str, window, files: int, partition
     run_dir = os.path.join(work, f"{engine}-{partitions}-{time.monotonic_ns()}")
     os.makedirs(run_dir)
     _set_partitions(spark, partitions)
-    runner = run_native if engine == "native" else run_eventtime
+    runner = {"native": run_native, "floor": run_floor}.get(engine, run_eventtime)
     compiled = _classes_compiled(spark)
     result = runner(spark, data, run_dir, window, files, measure_bytes, files_per_batch)
     result.update(engine=engine, shuffle_partitions=partitions, classes_compiled=_classes_compiled(spark) - compiled)
@@ -321,9 +349,9 @@ def suite_throughput(spark, work: str, args) -> list[str]:
     lines = []
     for name in args.workloads.split(","):
         native_window, et_window = workloads[name]
-        walls: dict[str, list[float]] = {"native-2": [], "native-4": [], "eventtime": [], "global": []}
-        latency: dict[str, list] = {"native": [], "eventtime": [], "global": []}
-        rounds = (("native", 2), ("eventtime", args.eventtime_partitions), ("native", 4))
+        walls: dict[str, list[float]] = {"native-2": [], "native-4": [], "eventtime": [], "global": [], "floor": []}
+        latency: dict[str, list] = {"native": [], "eventtime": [], "global": [], "floor": []}
+        rounds = (("native", 2), ("eventtime", args.eventtime_partitions), ("native", 4), ("floor", 2))
         if name == "PT":  # eventtime with the global watermark beside it, in every round
             rounds = (*rounds, ("global", args.eventtime_partitions))
         if name == args.workloads.split(",")[0]:  # warm the JVM up (not counted): rounds as the measured ones
@@ -347,7 +375,10 @@ def suite_throughput(spark, work: str, args) -> list[str]:
             f"eventtime min {min(et):.1f}s median {statistics.median(et):.1f}s (runs {et})  "
             f"ratio eventtime/native: min {min(et) / min(native):.2f}, median {statistics.median(et) / statistics.median(native):.2f}  "
             f"rows/s/core: eventtime {args.rows / statistics.median(et) / CORES:,.0f}, native {args.rows / statistics.median(native) / CORES:,.0f}  "
-            f"pane latency p50 ms: eventtime {latency['eventtime']}, native {latency['native']}"
+            f"pane latency p50 ms: eventtime {latency['eventtime']}, native {latency['native']}  "
+            f"passthrough floor min {min(walls['floor']):.1f}s median {statistics.median(walls['floor']):.1f}s "
+            f"(runs {walls['floor']}): eventtime {statistics.median(et) / statistics.median(walls['floor']):.2f}x it, "
+            f"native {statistics.median(native) / statistics.median(walls['floor']):.2f}x (medians)"
             + (f"  per-partition / global watermark: min {min(et) / min(walls['global']):.2f}, median "
                f"{statistics.median(et) / statistics.median(walls['global']):.2f} (global runs {walls['global']})"
                if walls["global"] else "")

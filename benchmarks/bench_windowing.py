@@ -23,7 +23,10 @@ Suites:
   the pane latency (from the end of the batch whose data moved the watermark past a
   window's end to the pane reaching the sink). Each round also runs the passthrough floor:
   the same streaming read, each micro-batch counted and summed, nothing kept (what reading the
-  data costs any engine); both engines' medians are printed as multiples of it. ``--workloads SE`` adds sessions per key with
+  data costs any engine); both engines' medians are printed as multiples of it. And Apache
+  Flink 2.3 SQL (window table-valued functions, parallelism 2, a blackhole sink; flink_sql.py)
+  on the same rows as CSV, one JVM per run, its start-up included and its fixed cost (the same
+  job over 1,000 rows) printed beside it. ``--workloads SE`` adds sessions per key with
   a 30 s gap (native: ``session_window``); ``--workloads PT`` the T workload with
   per-partition watermarks (4 partitions, 1-minute idle timeout) beside eventtime's global
   watermark and native; neither is in the default run.
@@ -54,6 +57,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 MINUTE = 60_000
 DAY = 24 * 60 * MINUTE
@@ -337,6 +341,11 @@ def suite_throughput(spark, work: str, args) -> list[str]:
     data = os.path.join(work, "throughput")
     generate(data, args.rows, args.batches, args.keys, files_per_batch=args.files_per_batch)
     files = args.batches + 1
+    flink = None
+    if args.flink == "auto":
+        from flink_sql import setup
+
+        flink = setup(work, data)
     workloads = {
         "T": (("1 minute",), eventtime.Tumbling("1 minute")),
         "S": (("5 minutes", "1 minute"), eventtime.Sliding("5 minutes", "1 minute")),
@@ -349,24 +358,30 @@ def suite_throughput(spark, work: str, args) -> list[str]:
     lines = []
     for name in args.workloads.split(","):
         native_window, et_window = workloads[name]
-        walls: dict[str, list[float]] = {"native-2": [], "native-4": [], "eventtime": [], "global": [], "floor": []}
+        walls: dict[str, list[float]] = {"native-2": [], "native-4": [], "eventtime": [], "global": [], "floor": [], "flink": []}
         latency: dict[str, list] = {"native": [], "eventtime": [], "global": [], "floor": []}
         rounds = (("native", 2), ("eventtime", args.eventtime_partitions), ("native", 4), ("floor", 2))
+        if flink is not None:
+            rounds = (*rounds, ("flink", 2))
         if name == "PT":  # eventtime with the global watermark beside it, in every round
             rounds = (*rounds, ("global", args.eventtime_partitions))
         if name == args.workloads.split(",")[0]:  # warm the JVM up (not counted): rounds as the measured ones
             for _ in range(args.warmup):
                 for engine, partitions in rounds:
-                    _run(engine, spark, data, work, _window_of(engine, native_window, et_window), files, partitions,
-                         files_per_batch=args.files_per_batch)
+                    if engine != "flink":  # a new JVM each run: nothing to warm
+                        _run(engine, spark, data, work, _window_of(engine, native_window, et_window), files, partitions,
+                             files_per_batch=args.files_per_batch)
         for rep in range(args.repeat):
             for engine, partitions in rounds:
-                res = _run(engine, spark, data, work, _window_of(engine, native_window, et_window), files, partitions,
-                           files_per_batch=args.files_per_batch)
+                if engine == "flink":
+                    res = flink.run(FLINK_WORKLOAD[name])
+                else:
+                    res = _run(engine, spark, data, work, _window_of(engine, native_window, et_window), files, partitions,
+                               files_per_batch=args.files_per_batch)
+                    latency[engine].append(res["pane_latency_ms_p50"])
                 res.update(workload=name, rep=rep)
                 print(json.dumps(_brief(res)), flush=True)
                 walls[f"native-{partitions}" if engine == "native" else engine].append(res["wall_s"])
-                latency[engine].append(res["pane_latency_ms_p50"])
         best = min(("native-2", "native-4"), key=lambda k: min(walls[k]))
         native, et = walls[best], walls["eventtime"]
         lines.append(
@@ -382,8 +397,21 @@ def suite_throughput(spark, work: str, args) -> list[str]:
             + (f"  per-partition / global watermark: min {min(et) / min(walls['global']):.2f}, median "
                f"{statistics.median(et) / statistics.median(walls['global']):.2f} (global runs {walls['global']})"
                if walls["global"] else "")
+            + (_flink_line(flink, FLINK_WORKLOAD[name], walls["flink"], et) if walls["flink"] else "")
         )
     return lines
+
+
+# the Flink SQL job of each workload (per-partition watermarks: Flink's own are per source split)
+FLINK_WORKLOAD = {"T": "T", "S": "S", "SE": "SE", "PT": "T"}
+
+
+def _flink_line(flink, workload: str, walls: list, et: list) -> str:
+    fixed = min(flink.run(workload, tiny=True)["wall_s"] for _ in range(2))
+    median = statistics.median(walls)
+    return (f"  Flink SQL (its JVM start-up included) min {min(walls):.1f}s median {median:.1f}s (runs {walls}); its "
+            f"fixed cost (the job over 1,000 rows) {fixed:.1f}s; eventtime / Flink SQL: median "
+            f"{statistics.median(et) / median:.2f}, net of Flink's fixed cost {statistics.median(et) / max(median - fixed, 0.01):.2f}")
 
 
 def _window_of(engine: str, native_window, et_window):
@@ -494,6 +522,9 @@ def main(argv=None) -> int:
     parser.add_argument("--tiny-batches", type=int, default=40)
     parser.add_argument("--files-per-batch", type=int, default=1,
                         help="throughput suite: input files per micro-batch (split by `part`), so map tasks per batch")
+    parser.add_argument("--flink", choices=("auto", "off"), default="auto",
+                        help="throughput suite: Apache Flink 2.3 SQL on the same rows in every round (auto: when Java "
+                             "and its jars from PyPI are there, else said and left out)")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value (both engines)")
     args = parser.parse_args(argv)

@@ -6,8 +6,8 @@
 # Maven Central is not reachable from the project's machines, but PyPI is, and PyFlink's
 # `apache-flink-libraries` wheel carries Flink's distribution jars (pyflink/lib/*.jar). This script
 # `pip download`s that one wheel (no dependencies, nothing installed into any environment: pyflink
-# would conflict with pyspark), unzips the jars a DataStream program needs into DEST/lib and
-# deletes the wheel again:
+# would conflict with pyspark), unzips the jars a DataStream program needs into DEST/lib (and
+# Flink SQL's into DEST/sql, for the benchmark) and deletes the wheel again:
 #   flink-dist-2.3.0.jar      the whole runtime: DataStream API, MiniCluster, shaded Jackson, slf4j
 #   log4j-{api,core,slf4j-impl}  logging backend, so Flink's log can be switched off by a config
 # Idempotent: when DEST/lib already holds every jar (and DEST/.complete names this version) it
@@ -22,11 +22,22 @@ JARS=(
   "log4j-core-${LOG4J_VERSION}.jar"
   "log4j-slf4j-impl-${LOG4J_VERSION}.jar"
 )
+# Flink SQL (benchmarks/flink/FlinkSqlWindows.java), apart in DEST/sql: the tests' DataStream
+# programs keep their classpath
+SQL_JARS=(
+  "flink-table-api-java-uber-${FLINK_VERSION}.jar"
+  "flink-table-planner-loader-${FLINK_VERSION}.jar"
+  "flink-table-runtime-${FLINK_VERSION}.jar"
+  "flink-connector-files-${FLINK_VERSION}.jar"
+  "flink-csv-${FLINK_VERSION}.jar"
+  "flink-cep-${FLINK_VERSION}.jar"
+)
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEST="${1:-$REPO/.flink}"
 PYTHON="${FLINK_JARS_PYTHON:-$REPO/.venv/bin/python}"
-STAMP="apache-flink-libraries==${FLINK_VERSION}"
+STAMP="apache-flink-libraries==${FLINK_VERSION} (lib, sql)"
+WHEEL_SPEC="apache-flink-libraries==${FLINK_VERSION}"
 
 die() { echo "flink-jars: ERROR: $*" >&2; exit 1; }
 say() { echo "flink-jars: $*"; }
@@ -35,6 +46,7 @@ have_all() {
   [[ -f "$DEST/.complete" ]] && [[ "$(cat "$DEST/.complete")" == "$STAMP" ]] || return 1
   local j
   for j in "${JARS[@]}"; do [[ -s "$DEST/lib/$j" ]] || return 1; done
+  for j in "${SQL_JARS[@]}"; do [[ -s "$DEST/sql/$j" ]] || return 1; done
 }
 
 if have_all; then
@@ -64,11 +76,11 @@ TMP="$(mktemp -d "$DEST/download.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
 
 start=$SECONDS
-say "downloading $STAMP from PyPI (one wheel, ~330 MB, no dependencies) ..."
+say "downloading $WHEEL_SPEC from PyPI (one wheel, ~330 MB, no dependencies) ..."
 if ! "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: \
-      "$STAMP" -d "$TMP" >"$TMP/pip.log" 2>&1; then
+      "$WHEEL_SPEC" -d "$TMP" >"$TMP/pip.log" 2>&1; then
   cat "$TMP/pip.log" >&2
-  die "pip download of $STAMP failed (is PyPI reachable?)"
+  die "pip download of $WHEEL_SPEC failed (is PyPI reachable?)"
 fi
 WHEEL="$(ls "$TMP"/apache_flink_libraries-"${FLINK_VERSION}"-*.whl 2>/dev/null | head -n1)"
 [[ -n "$WHEEL" ]] || die "pip reported success but no apache_flink_libraries wheel is in $TMP"
@@ -81,6 +93,15 @@ unzip -o -q -j "$WHEEL" "${members[@]}" -d "$DEST/lib" \
 for j in "${JARS[@]}"; do
   [[ -s "$DEST/lib/$j" ]] || die "$j missing after extraction"
   say "  $DEST/lib/$j ($(du -h "$DEST/lib/$j" | cut -f1))"
+done
+members=()
+for j in "${SQL_JARS[@]}"; do members+=("pyflink/lib/$j"); done
+mkdir -p "$DEST/sql"
+unzip -o -q -j "$WHEEL" "${members[@]}" -d "$DEST/sql" \
+  || die "could not extract ${SQL_JARS[*]} from $(basename "$WHEEL") (has the wheel's layout changed?)"
+for j in "${SQL_JARS[@]}"; do
+  [[ -s "$DEST/sql/$j" ]] || die "$j missing after extraction"
+  say "  $DEST/sql/$j ($(du -h "$DEST/sql/$j" | cut -f1))"
 done
 rm -rf "$TMP"
 echo "$STAMP" > "$DEST/.complete"

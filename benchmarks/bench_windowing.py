@@ -168,14 +168,8 @@ def run_native(spark, data: str, work: str, window: tuple, files: int, measure_b
         counts["rows_out"] += table.num_rows
         probe.batch(batch_id, pc.unique(table.column("window_end")).to_pylist())
 
-    t0 = time.perf_counter()
-    query = agg.writeStream.foreachBatch(sink).outputMode("append").option("checkpointLocation", checkpoint).start()
-    _drain(query, files - 1)
-    wall = time.perf_counter() - t0
-    result = _summary(query, wall, probe)
-    result.update(counts)
-    query.stop()
-    return result
+    return _timed(lambda: agg.writeStream.foreachBatch(sink).outputMode("append").option("checkpointLocation", checkpoint)
+                  .start(), files, probe, counts)
 
 
 def run_eventtime(spark, data: str, work: str, window, files: int, measure_bytes: bool = False, files_per_batch: int = 1) -> dict:
@@ -212,14 +206,8 @@ def run_eventtime(spark, data: str, work: str, window, files: int, measure_bytes
         counts["invalid"] += pc.sum(pc.equal(kind, "invalid")).as_py() or 0
         counts["payload_bytes"] += pc.sum(pc.binary_length(table.column("payload"))).as_py() or 0
 
-    t0 = time.perf_counter()
-    query = eventtime.route(out, panes=panes, late=records, pipeline="bench").start(checkpoint=checkpoint)
-    _drain(query, files - 1)
-    wall = time.perf_counter() - t0
-    result = _summary(query, wall, probe)
-    result.update(counts)
-    query.stop()
-    return result
+    return _timed(lambda: eventtime.route(out, panes=panes, late=records, pipeline="bench").start(checkpoint=checkpoint),
+                  files, probe, counts)
 
 
 def run_floor(spark, data: str, work: str, window, files: int, measure_bytes: bool = False, files_per_batch: int = 1) -> dict:
@@ -238,12 +226,17 @@ def run_floor(spark, data: str, work: str, window, files: int, measure_bytes: bo
         seen["rows_seen"] += row["n"]
         probe.batch(batch_id, [])
 
+    return _timed(lambda: src.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).start(), files, probe, seen)
+
+
+def _timed(start, files: int, probe: _Probe, counts: dict) -> dict:
+    """Starts a query (``start()``), runs it until its last file is committed, and returns its
+    wall time and summary with ``counts``."""
     t0 = time.perf_counter()
-    query = src.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).start()
+    query = start()
     _drain(query, files - 1)
-    wall = time.perf_counter() - t0
-    result = _summary(query, wall, probe)
-    result.update(seen)
+    result = _summary(query, time.perf_counter() - t0, probe)
+    result.update(counts)
     query.stop()
     return result
 

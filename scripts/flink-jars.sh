@@ -86,23 +86,21 @@ WHEEL="$(ls "$TMP"/apache_flink_libraries-"${FLINK_VERSION}"-*.whl 2>/dev/null |
 [[ -n "$WHEEL" ]] || die "pip reported success but no apache_flink_libraries wheel is in $TMP"
 say "downloaded $(basename "$WHEEL") in $((SECONDS - start)) s"
 
-members=()
-for j in "${JARS[@]}"; do members+=("pyflink/lib/$j"); done
-unzip -o -q -j "$WHEEL" "${members[@]}" -d "$DEST/lib" \
-  || die "could not extract ${JARS[*]} from $(basename "$WHEEL") (has the wheel's layout changed?)"
-for j in "${JARS[@]}"; do
-  [[ -s "$DEST/lib/$j" ]] || die "$j missing after extraction"
-  say "  $DEST/lib/$j ($(du -h "$DEST/lib/$j" | cut -f1))"
-done
-members=()
-for j in "${SQL_JARS[@]}"; do members+=("pyflink/lib/$j"); done
-mkdir -p "$DEST/sql"
-unzip -o -q -j "$WHEEL" "${members[@]}" -d "$DEST/sql" \
-  || die "could not extract ${SQL_JARS[*]} from $(basename "$WHEEL") (has the wheel's layout changed?)"
-for j in "${SQL_JARS[@]}"; do
-  [[ -s "$DEST/sql/$j" ]] || die "$j missing after extraction"
-  say "  $DEST/sql/$j ($(du -h "$DEST/sql/$j" | cut -f1))"
-done
+# extract DIR JAR...: the wheel's pyflink/lib/JARs into DEST/DIR
+extract() {
+  local dir="$1"; shift
+  local members=() j
+  for j in "$@"; do members+=("pyflink/lib/$j"); done
+  mkdir -p "$DEST/$dir"
+  unzip -o -q -j "$WHEEL" "${members[@]}" -d "$DEST/$dir" \
+    || die "could not extract $* from $(basename "$WHEEL") (has the wheel's layout changed?)"
+  for j in "$@"; do
+    [[ -s "$DEST/$dir/$j" ]] || die "$j missing after extraction"
+    say "  $DEST/$dir/$j ($(du -h "$DEST/$dir/$j" | cut -f1))"
+  done
+}
+extract lib "${JARS[@]}"
+extract sql "${SQL_JARS[@]}"
 rm -rf "$TMP"
 echo "$STAMP" > "$DEST/.complete"
 say "done in $((SECONDS - start)) s; $DEST is $(du -sh "$DEST" | cut -f1)"

@@ -22,7 +22,7 @@ import warnings
 from importlib import import_module
 from typing import Any
 
-from .core.aggregations import Aggregation, agg, aggregate, count, first, last, max, mean, min, sum
+from .core.aggregations import Aggregation, agg, aggregate, count, first, last, max, mean, min, pane_columns, sum
 from .core.config import EngineConfig
 from .core.reference import BatchResult, InvalidRecord, LateRecord, Pane, Record, ReferenceEngine
 from .core.timestamps import INVALID_REASONS, TOO_LATE, classify, extract, parse_timestamp
@@ -62,6 +62,7 @@ __all__ = [
     "count",
     "first",
     "last",
+    "pane_columns",
     "max",
     "mean",
     "min",

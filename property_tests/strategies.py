@@ -49,6 +49,17 @@ def scenarios(draw, max_batches: int = 6, max_records: int = 8):
     return _scenario(draw, draw(windows()), [0, 500, 1000], [0, 1000, 2500], MAX_FUTURE_MS, NOW_MS, batches)
 
 
+@st.composite
+def sliding_scenarios(draw, max_batches: int = 6, max_records: int = 8):
+    """:func:`scenarios` with sliding windows several slides wide, so that records come after
+    some of their windows expired and in time for others (partly late)."""
+    base = draw(scenarios(max_batches, max_records))
+    size = draw(st.sampled_from([3000, 5000]))
+    window = {"type": "sliding", "size_ms": size, "slide_ms": draw(st.sampled_from([500, 1000])),
+              "offset_ms": draw(st.sampled_from([0, 300]))}
+    return {**base, "window": window}
+
+
 def _scenario(draw, window: dict, out_of_orderness: list, lateness: list, max_future_ms: int, now_ms: int, batches: list) -> dict:
     return {
         "window": window,

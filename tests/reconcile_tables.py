@@ -23,7 +23,9 @@ def ts(ms: int) -> dt.datetime:
     return EPOCH + dt.timedelta(milliseconds=ms)
 
 
-def pane_table(config: EngineConfig, panes: list) -> pa.Table:
+def pane_table(config: EngineConfig, panes: list, accumulators: bool = True) -> pa.Table:
+    """The panes as route gives them to the sink; ``accumulators=False``: as eventtime wrote them
+    before panes carried their accumulator columns."""
     cols: dict[str, Any] = {
         "user": [p.key for p in panes],
         "window_start": pa.array([ts(p.window.start_ms) for p in panes], pa.timestamp("us", tz="UTC")),
@@ -33,7 +35,9 @@ def pane_table(config: EngineConfig, panes: list) -> pa.Table:
         "is_final": [p.is_final for p in panes],
     }
     for agg in config.aggregations:
-        cols[agg.name] = pa.array([p.values[agg.name] for p in panes], pa.int64())
+        for name in (agg.name, *(agg.accumulator_columns() if accumulators else ())):
+            values = [p.values[name] for p in panes]
+            cols[name] = pa.array(values, pa.float64() if any(isinstance(v, float) for v in values) else pa.int64())
     if config.window.merging:
         cols["merged_from"] = [[{"start": ts(w.start_ms), "end": ts(w.end_ms)} for w in p.merged_from] for p in panes]
     return pa.table(cols)
@@ -47,6 +51,8 @@ def late_table(late: list) -> pa.Table:
         "event_time": pa.array([ts(r.ts_ms) for r in late], pa.timestamp("us", tz="UTC")),
         "watermark": pa.array([None if r.watermark_ms is None else ts(r.watermark_ms) for r in late],
                               pa.timestamp("us", tz="UTC")),
+        "window_start": pa.array([ts(r.windows[0].start_ms) for r in late], pa.timestamp("us", tz="UTC")),
+        "window_end": pa.array([ts(r.windows[-1].end_ms) for r in late], pa.timestamp("us", tz="UTC")),
         "payload": [json.dumps({"user": r.record.key, **r.record.fields}) for r in late],
         "user": [r.record.key for r in late],
     })
@@ -56,8 +62,8 @@ class Stream:
     """The reference model's stream written batch by batch into the two tables."""
 
     def __init__(self, tmp: str, config: EngineConfig, pipeline: str = "p", query_id: str = "q1",
-                 record: bool = True, mode: str = "append", results: Any = None) -> None:
-        self.config, self.query_id = config, query_id
+                 record: bool = True, mode: str = "append", results: Any = None, accumulators: bool = True) -> None:
+        self.config, self.query_id, self.accumulators = config, query_id, accumulators
         self.results_path, self.late_path = os.path.join(tmp, "results"), os.path.join(tmp, "late")
         self.results = results if results is not None else DeltaResultsSink(
             self.results_path, pipeline, key_columns=KEYS, engine="rust", mode=mode)
@@ -82,7 +88,7 @@ class Stream:
 
     def _write(self, out) -> None:
         if out.panes:
-            self.results(pane_table(self.config, out.panes), self.batch_id, self.query_id)
+            self.results(pane_table(self.config, out.panes, self.accumulators), self.batch_id, self.query_id)
         if out.late:
             self.late(late_table(out.late), self.batch_id, self.query_id)
         self.batch_id += 1

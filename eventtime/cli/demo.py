@@ -59,7 +59,8 @@ SOURCES = ("files", "kafka")
 def _aggregations():
     from ..core import aggregations as agg
 
-    return (agg.count(), agg.sum("amount", name="amount"), agg.max("amount", name="max_amount"))
+    return (agg.count(), agg.sum("amount", name="amount"), agg.max("amount", name="max_amount"),
+            agg.mean("amount", name="mean_amount"))
 
 
 def _config(stream: DemoStream) -> EngineConfig:
@@ -333,7 +334,7 @@ def run_demo(
         report = _summary(stream, output, data_rows, watermark, say, late_main, pd)
         if bounded_jobs:
             _run_bounded_jobs(spark, stream, output, say, bootstrap)
-            reconcile_step(output, KEYS, ("count", "amount", "max_amount"), PIPELINE, lambda: bounded_job(
+            reconcile_step(output, KEYS, ("count", "amount", "max_amount", "mean_amount"), PIPELINE, lambda: bounded_job(
                 spark, stream, output, TRUTH, _config(stream).window, bootstrap), say)
     finally:
         if kafka is not None:

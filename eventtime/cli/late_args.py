@@ -7,11 +7,11 @@ import argparse
 from typing import Any, Callable
 
 from ..core.kinds import RECORD_KINDS
-from ..core.timestamps import INVALID_REASONS, TOO_LATE
+from ..core.timestamps import INVALID_REASONS, PARTLY_LATE, TOO_LATE
 
 __all__ = ["add_late_group", "REASONS"]
 
-REASONS = (TOO_LATE, *INVALID_REASONS)
+REASONS = (TOO_LATE, PARTLY_LATE, *INVALID_REASONS)
 
 
 def _iso_arg(name: str) -> Callable[[str], Any]:

@@ -11,12 +11,31 @@ import builtins
 import decimal
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from ._spec import spec_fields
+from .contract import STRINGS
 from .kinds import BUILTIN_AGGREGATIONS, COUNT, FIRST, LAST, MAX, MEAN, MIN, SQL_AGGREGATE, SUM, UDAF
 
-__all__ = ["Aggregation", "count", "sum", "min", "max", "mean", "first", "last", "aggregate", "agg", "mean_of"]
+__all__ = ["Aggregation", "count", "sum", "min", "max", "mean", "first", "last", "aggregate", "agg", "mean_of",
+           "pane_columns", "NOT_IN_PANE"]
+
+#: Suffixes of a pane's accumulator columns: a mean's exact sum and number of values, first /
+#: last's event time of the value (epoch ms). With them every built-in aggregation's pane merges
+#: with more records (reconcile).
+ACC_SUM, ACC_N, ACC_MS = STRINGS["ACC_SUM"], STRINGS["ACC_N"], STRINGS["ACC_MS"]
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+class _NotInPane:
+    def __repr__(self) -> str:
+        return "NOT_IN_PANE"
+
+
+#: What :meth:`Aggregation.from_pane` gives for a pane that does not hold the accumulator (a
+#: Python or Spark SQL aggregation, a pane written before the accumulator columns, a mean whose
+#: integer sum is outside bigint).
+NOT_IN_PANE = _NotInPane()
 
 
 def _is_null(value: Any) -> bool:
@@ -180,6 +199,58 @@ class Aggregation:
             return builtins.min(a, b)
         return builtins.max(a, b)  # max, last
 
+    def accumulator_columns(self) -> tuple[str, ...]:
+        """The pane's columns that carry this aggregation's accumulator beside its value.
+
+        >>> mean("amount").accumulator_columns(), first("url").accumulator_columns(), count().accumulator_columns()
+        (('mean_amount__sum', 'mean_amount__n'), ('first_url__ms',), ())
+        """
+        if self.kind == MEAN:
+            return (self.name + ACC_SUM, self.name + ACC_N)
+        if self.kind in (FIRST, LAST):
+            return (self.name + ACC_MS,)
+        return ()
+
+    def pane_values(self, acc: Any) -> dict[str, Any]:
+        """The pane's columns of this aggregation: its result and :meth:`accumulator_columns`.
+        A mean's integer sum outside bigint is null (as on Spark); its record count stays.
+
+        >>> mean("v").pane_values((7, 2))
+        {'mean_v': 3.5, 'mean_v__sum': 7, 'mean_v__n': 2}
+        """
+        out = {self.name: self.result(acc)}
+        if self.kind == MEAN:
+            total, n = acc
+            fits = not isinstance(total, int) or isinstance(total, bool) or _INT64[0] <= total <= _INT64[1]
+            out[self.name + ACC_SUM] = total if n and fits else None
+            out[self.name + ACC_N] = n
+        elif self.kind in (FIRST, LAST):
+            out[self.name + ACC_MS] = None if acc is None else acc[0]
+        return out
+
+    def from_pane(self, values: Mapping[str, Any]) -> Any:
+        """The accumulator a pane's columns hold (:meth:`pane_values` read back), or
+        :data:`NOT_IN_PANE`.
+
+        >>> agg = first("url")
+        >>> agg.from_pane({"first_url": "/a", "first_url__ms": 1000})
+        (1000, '/a')
+        """
+        kind, value = self.kind, values.get(self.name)
+        if kind in (COUNT, SUM, MIN, MAX):
+            return value
+        if kind == MEAN:
+            n = values.get(self.name + ACC_N)
+            if n is None or (n and values.get(self.name + ACC_SUM) is None):
+                return NOT_IN_PANE
+            return (values[self.name + ACC_SUM], n) if n else self.create()
+        if kind in (FIRST, LAST):
+            ms = values.get(self.name + ACC_MS)
+            if value is None:
+                return None
+            return NOT_IN_PANE if ms is None else (ms, value)
+        return NOT_IN_PANE
+
     def result(self, acc: Any) -> Any:
         kind = self.kind
         if kind == UDAF:
@@ -189,6 +260,16 @@ class Aggregation:
         if kind in (FIRST, LAST):
             return None if acc is None else acc[1]
         return acc
+
+
+def pane_columns(aggregations: Any) -> list[str]:
+    """A pane's columns of ``aggregations``, in the engines' order: each one's result, then its
+    accumulator columns.
+
+    >>> pane_columns([count(), mean("v")])
+    ['count', 'mean_v', 'mean_v__sum', 'mean_v__n']
+    """
+    return [name for agg in aggregations for name in (agg.name, *agg.accumulator_columns())]
 
 
 def count(name: str = "count") -> Aggregation:

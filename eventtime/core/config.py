@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from ._duration import to_ms
 from ._spec import spec_fields, spec_ms
-from .aggregations import Aggregation, count
+from .aggregations import Aggregation, count, pane_columns
 from .timestamps import DEFAULT_MAX_FUTURE_MS, DEFAULT_MIN_VALID_MS, quarantine_bounds
 from .trigger import ACCUMULATING, ACCUMULATION_MODES, EMIT_MODES, ON_TIME_AND_LATE
 from .watermark import WatermarkPolicy
@@ -42,6 +42,10 @@ class EngineConfig:
     #: How the watermark moves (:class:`~eventtime.core.watermark.WatermarkPolicy`; a mode
     #: string such as ``"per_partition"`` is accepted).
     watermark: Any = WatermarkPolicy()
+    #: Report a record too late for some of its windows (a sliding window's, whose earlier windows
+    #: expired) in the late output as well, reason ``partly_late``, with the windows it missed;
+    #: it is still added to its live windows. Off by default, as in Flink.
+    report_partly_late: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.window, WindowAssigner):
@@ -60,6 +64,11 @@ class EngineConfig:
         duplicated = sorted({n for n in names if names.count(n) > 1})
         if duplicated:
             raise ValueError(f"aggregations must have distinct names, {duplicated} appear more than once")
+        columns = pane_columns(aggregations)
+        taken = sorted({n for n in columns if columns.count(n) > 1})
+        if taken:
+            raise ValueError(f"aggregations: the name(s) {taken} are also accumulator columns of a pane (a mean's "
+                             f"<name>__sum and <name>__n, first / last's <name>__ms): rename the aggregation")
         object.__setattr__(self, "aggregations", tuple(aggregations))
         allowed_lateness = to_ms(self.allowed_lateness_ms, "allowed_lateness_ms")
         if allowed_lateness < 0:
@@ -73,6 +82,9 @@ class EngineConfig:
             raise ValueError(f"accumulation must be one of {ACCUMULATION_MODES}, got {self.accumulation!r}")
         if self.emit not in EMIT_MODES:
             raise ValueError(f"emit must be one of {EMIT_MODES}, got {self.emit!r}")
+        if not isinstance(self.report_partly_late, bool):
+            raise TypeError(f"report_partly_late must be a bool, got {type(self.report_partly_late).__name__} "
+                            f"{self.report_partly_late!r}")
         if isinstance(self.watermark, str):
             object.__setattr__(self, "watermark", WatermarkPolicy(self.watermark))
         elif not isinstance(self.watermark, WatermarkPolicy):
@@ -98,6 +110,7 @@ class EngineConfig:
             "accumulation": self.accumulation,
             "emit": self.emit,
             "watermark": self.watermark.to_dict(),
+            **({"report_partly_late": True} if self.report_partly_late else {}),
         }
 
     @classmethod
@@ -105,9 +118,9 @@ class EngineConfig:
         """The configuration of a :meth:`to_spec` object (a field left out takes its default;
         ``TypeError`` / ``ValueError`` naming the field)."""
         spec_fields(spec, "spec", required=("window",),
-                    optional=("aggregations", *_SPEC_MS, "accumulation", "emit", "watermark"))
+                    optional=("aggregations", *_SPEC_MS, "accumulation", "emit", "watermark", "report_partly_late"))
         options: dict = {name: spec_ms(spec, name, "spec") for name in _SPEC_MS if name in spec}
-        options.update({name: spec[name] for name in ("accumulation", "emit") if name in spec})
+        options.update({name: spec[name] for name in ("accumulation", "emit", "report_partly_late") if name in spec})
         if "aggregations" in spec:
             if not isinstance(spec["aggregations"], list):
                 raise TypeError(f"spec.aggregations must be a list, got {type(spec['aggregations']).__name__}")

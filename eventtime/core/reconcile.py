@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable, Mapping, Optional
 
-from .aggregations import Aggregation, _is_null
+from .aggregations import NOT_IN_PANE, Aggregation
 from .config import EngineConfig
 from .contract import STRINGS
-from .kinds import COUNT, MAX, MIN, SUM
+from .kinds import BUILTIN_AGGREGATIONS
 from .trigger import ACCUMULATING, FINAL_ONLY, is_expired
 from .window import Session, Window
 
@@ -33,10 +33,11 @@ __all__ = [
 
 #: The pane timing of a pane written by reconciliation (not by the engine).
 CORRECTION = STRINGS["CORRECTION"]
-#: Aggregations whose pane value is their whole accumulator, so that a pane merges with more records.
-MERGEABLE_FROM_PANE = (COUNT, SUM, MIN, MAX)
+#: Aggregations whose pane holds their whole accumulator (``Aggregation.accumulator_columns``), so
+#: that a pane merges with more records.
+MERGEABLE_FROM_PANE = BUILTIN_AGGREGATIONS
 #: Why a too-late record is left unreconciled: the pipeline has an aggregation that cannot merge
-#: from its pane value (mean, first, last, user-defined, Spark SQL) ...
+#: into a pane (user-defined, Spark SQL), or its window's pane lacks the accumulator ...
 NOT_MERGEABLE = "aggregation_not_mergeable"
 #: ... or the session it would join is not yet known to be closed (a later run takes it).
 WINDOW_OPEN = "window_open"
@@ -56,13 +57,15 @@ class CurrentPane:
 @dataclass(frozen=True)
 class LateInput:
     """A too-late record to reconcile: its id, key, event time, the watermark that found it late
-    and its values of the aggregations' columns."""
+    and its values of the aggregations' columns; a partly late one (``partly_late``), the end of
+    the last window it missed (the others counted it)."""
 
     record_id: str
     key: Hashable
     ts_ms: int
     watermark_ms: Optional[int]
     values: Mapping[str, Any] = field(default_factory=dict)
+    missed_until_ms: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -99,26 +102,24 @@ def unmergeable(config: EngineConfig) -> list[Aggregation]:
     return [agg for agg in config.aggregations if agg.kind not in MERGEABLE_FROM_PANE]
 
 
-def _values(config: EngineConfig, panes: list[CurrentPane], records: list[LateInput]) -> dict[str, Any]:
-    """The correction's values: the records' non-null values merged (count: the records), as
+def _values(config: EngineConfig, panes: list[CurrentPane], records: list[LateInput]) -> Optional[dict[str, Any]]:
+    """The correction's columns (each aggregation's ``pane_values``): the records added as
     ``add`` does one at a time -- with accumulating panes (and FINAL ones, which hold everything)
-    merged with the panes' values; discarding, the records' alone. For count, sum, min and max the
-    value is the accumulator."""
+    merged with the panes' accumulators; discarding, the records' alone. None when a pane does
+    not hold an accumulator (written before the accumulator columns)."""
     accumulating = config.accumulation == ACCUMULATING or config.emit == FINAL_ONLY
-    out = {}
+    out: dict[str, Any] = {}
     for agg in config.aggregations:
-        if agg.kind == COUNT:
-            acc: Any = len(records)
-        else:
-            acc, column = None, agg.column
-            for rec in records:
-                value = rec.values.get(column)
-                if not _is_null(value):
-                    acc = value if acc is None else agg.merge(acc, value)
+        acc = agg.create()
+        for rec in records:
+            acc = agg.add(acc, rec.values.get(agg.column) if agg.column else None, rec.ts_ms)
         if accumulating:
             for pane in panes:
-                acc = agg.merge(acc, pane.values.get(agg.name))
-        out[agg.name] = acc
+                held = agg.from_pane(pane.values)
+                if held is NOT_IN_PANE:
+                    return None
+                acc = agg.merge(acc, held)
+        out.update(agg.pane_values(acc))
     return out
 
 
@@ -179,14 +180,22 @@ def plan_corrections(
         windows: dict[Window, list[LateInput]] = {}
         for rec in records:
             for window in windows_of(config.window, rec.ts_ms, cache):
-                windows.setdefault(window, []).append(rec)
+                if rec.missed_until_ms is None or window.end_ms <= rec.missed_until_ms:
+                    windows.setdefault(window, []).append(rec)
         for window, members in sorted(windows.items()):
             pane = panes.get(key, {}).get(window)
-            plan.corrections.append(Correction(
-                key, window, 0 if pane is None else pane.index + 1,
-                _values(config, [pane] if pane is not None else [], members),
-                record_ids=tuple(sorted(r.record_id for r in members))))
+            values = _values(config, [pane] if pane is not None else [], members)
+            if values is None:
+                plan.left.extend(_no_accumulator(r, window) for r in members)
+                continue
+            plan.corrections.append(Correction(key, window, 0 if pane is None else pane.index + 1, values,
+                                               record_ids=tuple(sorted(r.record_id for r in members))))
     return plan
+
+
+def _no_accumulator(record: LateInput, window: Window) -> Unreconciled:
+    return Unreconciled(record.record_id, NOT_MERGEABLE, f"the pane of {window} does not hold the accumulators "
+                        f"(written before eventtime carried them, or a mean's sum outside bigint)")
 
 
 def _plan_sessions(config: EngineConfig, key: Hashable, panes: dict[Window, CurrentPane], records: list[LateInput],
@@ -204,5 +213,9 @@ def _plan_sessions(config: EngineConfig, key: Hashable, panes: dict[Window, Curr
             continue
         index = 1 + max((p.index for p in inside), default=-1)
         merged_from = tuple(sorted(p.window for p in inside if p.window != group))
-        plan.corrections.append(Correction(key, group, index, _values(config, inside, members), merged_from,
+        values = _values(config, inside, members)
+        if values is None:
+            plan.left.extend(_no_accumulator(r, group) for r in members)
+            continue
+        plan.corrections.append(Correction(key, group, index, values, merged_from,
                                            tuple(sorted(r.record_id for r in members))))

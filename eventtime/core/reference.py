@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping, Optional
 from ._duration import event_zone
 from .config import EngineConfig
 from .kinds import SQL_AGGREGATE
-from .timestamps import TOO_LATE, extract
+from .timestamps import PARTLY_LATE, TOO_LATE, extract
 from .trigger import DISCARDING, END_OF_INPUT_MS, FINAL, FINAL_ONLY, LATE, ON_TIME, is_due, is_expired, next_watermark
 from .watermark import PartitionClocks, WatermarkStep
 from .window import Session, Window
@@ -116,7 +116,7 @@ class ReferenceEngine:
 
     def _pane(self, key: Any, window: Window, st: _WindowState, timing: str, is_final: bool) -> Pane:
         accs = st.since_last_pane if self.config.accumulation == DISCARDING and timing != FINAL else st.everything
-        values = {agg.name: agg.result(acc) for agg, acc in zip(self.config.aggregations, accs)}
+        values = {name: v for agg, acc in zip(self.config.aggregations, accs) for name, v in agg.pane_values(acc).items()}
         merged_from = tuple(sorted(st.shown - {window}))
         pane = Pane(key, window, timing, st.next_index, is_final, values, merged_from)
         st.next_index += 1
@@ -214,6 +214,9 @@ class ReferenceEngine:
             if not live:
                 result.late.append(LateRecord(record, ts_ms, TOO_LATE, watermark, tuple(windows)))
                 continue
+            if cfg.report_partly_late and len(live) < len(windows):
+                missed = tuple(w for w in windows if w not in live)
+                result.late.append(LateRecord(record, ts_ms, PARTLY_LATE, watermark, missed))
             for window in live:
                 st = self._state.get((record.key, window))
                 if st is None:

@@ -22,6 +22,7 @@ __all__ = [
     "MALFORMED_RECORD",
     "ENRICHMENT_FAILED",
     "TOO_LATE",
+    "PARTLY_LATE",
     "INVALID_REASONS",
     "UNITS",
     "DEFAULT_MIN_VALID_MS",
@@ -44,6 +45,8 @@ MALFORMED_RECORD = "malformed_record"
 # after malformed_record and before any timestamp check.
 ENRICHMENT_FAILED = "enrichment_failed"
 TOO_LATE = STRINGS["TOO_LATE"]  # the contract with the engine (eventtime/contract.json)
+# Too late for some of its windows only (EngineConfig.report_partly_late): also added to the others.
+PARTLY_LATE = STRINGS["PARTLY_LATE"]
 INVALID_REASONS = (NULL_TIMESTAMP, UNPARSEABLE_TIMESTAMP, BEFORE_MIN_VALID, TOO_FAR_IN_FUTURE, MALFORMED_RECORD,
                    ENRICHMENT_FAILED)
 

@@ -22,6 +22,7 @@ __all__ = ["Scenario", "load_scenario", "parse_scenario", "render_batch", "run_r
 
 _TOP_FIELDS = {
     "window",
+    "report_partly_late",
     "max_out_of_orderness_ms",
     "allowed_lateness_ms",
     "accumulation",
@@ -90,7 +91,8 @@ def parse_scenario(data: Any) -> Scenario:
             raise ScenarioError(f"scenario.{required} is required")
     options = {
         name: data[name]
-        for name in ("max_out_of_orderness_ms", "allowed_lateness_ms", "accumulation", "emit", "min_valid_ms", "max_future_ms")
+        for name in ("max_out_of_orderness_ms", "allowed_lateness_ms", "accumulation", "emit", "min_valid_ms", "max_future_ms",
+                     "report_partly_late")
         if name in data
     }
     for name, value in options.items():

@@ -144,11 +144,11 @@ class LateFilter:
         if self.since and self.until and self.since >= self.until:
             raise ValueError(f"since ({self.since.isoformat()}) must be before until ({self.until.isoformat()})")
         self.reasons = _as_list("reason", reason)
-        from ..core.timestamps import INVALID_REASONS, TOO_LATE
+        from ..core.timestamps import INVALID_REASONS, PARTLY_LATE, TOO_LATE
 
-        unknown = [r for r in self.reasons or () if r not in (TOO_LATE, *INVALID_REASONS)]
+        unknown = [r for r in self.reasons or () if r not in (TOO_LATE, PARTLY_LATE, *INVALID_REASONS)]
         if unknown:
-            raise ValueError(f"reason {unknown[0]!r} is not a reason eventtime writes; valid: {', '.join((TOO_LATE, *INVALID_REASONS))}")
+            raise ValueError(f"reason {unknown[0]!r} is not a reason eventtime writes; valid: {', '.join((TOO_LATE, PARTLY_LATE, *INVALID_REASONS))}")
         self.kinds = _as_list("kind", kind)
         # a source partition is written as text (Kafka's and a file source's INT column alike):
         # an int filter means the same partition

@@ -24,11 +24,12 @@ from typing import Any, Mapping, Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..core.aggregations import pane_columns
 from ..core.config import EngineConfig
 from ..core.kinds import COUNT
 from ..core.kinds import SUM as SUM_KIND
 from ..core.reconcile import CORRECTION, CurrentPane, LateInput, plan_corrections, windows_of
-from ..core.timestamps import TOO_LATE
+from ..core.timestamps import PARTLY_LATE, TOO_LATE
 from ..core.trigger import FINAL, ON_TIME
 from ..core.window import Window
 from ..ops.faults import fault_point
@@ -139,7 +140,7 @@ def _current(rows: list[dict], names: list[str]) -> list[tuple[CurrentPane, dict
             k = (r["key"], _ms(b["start"]), _ms(b["end"]))
             replaced[k] = max(replaced.get(k, order(r)), order(r))
     return [(CurrentPane(r["key"], Window(_ms(r["window_start"]), _ms(r["window_end"])), r["pane_index"],
-                         {n: r[n] for n in names}, bool(r["is_final"])), r)
+                         {n: r.get(n) for n in names}, bool(r["is_final"])), r)
             for k, r in latest.items() if k not in replaced or replaced[k] < order(r)]
 
 
@@ -223,20 +224,21 @@ def _run(late: str, store: Any, pipeline: Optional[str], since: Optional[_dt.dat
     import pyarrow.dataset as pds
 
     results_table, res_schema = store.read(pipeline, keys)
-    names = [agg.name for agg in config.aggregations]
+    names = pane_columns(config.aggregations)  # a table written before the accumulator columns lacks them
     present = results_table.column_names if results_table is not None else ()
-    missing = [n for n in (*keys, *names) if results_table is not None and n not in present]
+    missing = [n for n in (*keys, *(a.name for a in config.aggregations)) if results_table is not None and n not in present]
     if missing:
         raise ValueError(f"reconcile: the results table {store.name} has no column(s) {', '.join(missing)} of "
                          f"pipeline {pipeline!r}'s keys and aggregations: is it the table of another pipeline?")
     done = _reconciled(results_table)
     late_ds = _dataset(late, storage_options)
-    expr = (pds.field("pipeline") == pipeline) & (pds.field("reason") == TOO_LATE)
+    expr = (pds.field("pipeline") == pipeline) & pds.field("reason").isin([TOO_LATE, PARTLY_LATE])
     if since is not None:
         expr = expr & (pds.field("detected_at") >= pa.scalar(since, TS))
-    wanted = [c for c in ("record_id", "key", "event_time", "watermark", "payload", *keys) if c in late_ds.schema.names]
+    wanted = [c for c in ("record_id", "key", "event_time", "watermark", "window_end", "reason", "payload", *keys)
+              if c in late_ds.schema.names]
     late_table = late_ds.to_table(columns=wanted, filter=expr)
-    for name in ("event_time", "watermark"):
+    for name in ("event_time", "watermark", "window_end"):
         late_table = late_table.set_column(late_table.column_names.index(name), name,
                                            pc.divide(pc.cast(late_table.column(name), pa.int64()), 1000))
     late_rows = late_table.to_pylist()
@@ -248,7 +250,8 @@ def _run(late: str, store: Any, pipeline: Optional[str], since: Optional[_dt.dat
     values, bad = late_values(config, [r["payload"] for r in pending], res_schema)
     for i in sorted(bad):
         left.setdefault(PAYLOAD_UNREADABLE, []).append(pending[i]["record_id"])
-    inputs = [LateInput(r["record_id"], r["key"], r["event_time"], r["watermark"], v)
+    inputs = [LateInput(r["record_id"], r["key"], r["event_time"], r["watermark"], v,
+                        r.get("window_end") if r.get("reason") == PARTLY_LATE else None)
               for i, (r, v) in enumerate(zip(pending, values)) if i not in bad]
     res_rows = _rows_needed(config, results_table, inputs)
     current = _current(res_rows, names)
@@ -310,8 +313,10 @@ def _correction_table(config: EngineConfig, keys: list[str], corrections: list, 
     cols["pane_timing"] = pa.array([CORRECTION] * len(corrections), pa.string())
     cols["pane_index"] = pa.array([c.index for c in corrections], pa.int64())
     cols["is_final"] = pa.array([True] * len(corrections), pa.bool_())
-    for agg in config.aggregations:
-        cols[agg.name] = typed(agg.name, [c.values.get(agg.name) for c in corrections])
+    for name in pane_columns(config.aggregations):
+        values = [c.values.get(name) for c in corrections]
+        if name in schema.names or any(v is not None for v in values):  # a column of no type yet: left to the table
+            cols[name] = typed(name, values)
     if config.window.merging:
         epoch = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
         cols["merged_from"] = pa.array([[{"start": epoch + _dt.timedelta(milliseconds=w.start_ms),
@@ -342,7 +347,7 @@ def reconciliation(late: str | os.PathLike[str], results: str | os.PathLike[str]
     pipeline, document = _pipeline(late, open_results(results, storage_options, "rust", None), pipeline,
                                    storage_options)
     config = EngineConfig.from_spec(document["config"])
-    expr = (pds.field("pipeline") == pipeline) & (pds.field("reason") == TOO_LATE)
+    expr = (pds.field("pipeline") == pipeline) & pds.field("reason").isin([TOO_LATE, PARTLY_LATE])
     late_ds = _dataset(late, storage_options)
     ids = late_ds.to_table(columns=["record_id"] if "record_id" in late_ds.schema.names else [], filter=expr)
     done = reconciled_ids(results, pipeline, storage_options) if _exists(results, storage_options) else set()

@@ -8,7 +8,9 @@ from typing import Optional
 
 import pyarrow as pa
 
+from ..core.aggregations import Aggregation
 from ..core.config import EngineConfig
+from ..core.kinds import MEAN
 
 __all__ = ["late_values"]
 
@@ -40,7 +42,7 @@ def late_values(config: EngineConfig, payloads: list, schema: pa.Schema) -> tupl
     for agg in config.aggregations:
         if agg.column is None:
             continue
-        target = schema.field(agg.name).type if agg.name in schema.names else None
+        target = _target(agg, schema)
         raw = [p.get(agg.column) for p in parsed]
         for i, p in enumerate(parsed):
             if i not in bad and agg.column not in p:
@@ -60,6 +62,13 @@ def late_values(config: EngineConfig, payloads: list, schema: pa.Schema) -> tupl
     return parsed, bad
 
 
+def _target(agg: Aggregation, schema: pa.Schema) -> Optional[pa.DataType]:
+    """The type a record's value is added as: the results table's type of the aggregation's
+    value, or of a mean's sum column (its value is a double)."""
+    name = agg.accumulator_columns()[0] if agg.kind == MEAN else agg.name
+    return schema.field(name).type if name in schema.names else None
+
+
 def _parsed_at_once(config: EngineConfig, payloads: list, schema: pa.Schema) -> Optional[list[dict]]:
     """:func:`late_values` by Arrow's JSON reader, when every payload parses, has every column and
     converts (``None`` otherwise: the record-by-record path says which does not)."""
@@ -77,7 +86,7 @@ def _parsed_at_once(config: EngineConfig, payloads: list, schema: pa.Schema) -> 
         values = {}
         for agg in columns:
             column = table.column(agg.column)  # KeyError: a payload without it
-            target = schema.field(agg.name).type if agg.name in schema.names else None
+            target = _target(agg, schema)
             values[agg.column] = (column.cast(target) if target is not None else column).to_pylist()
     except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None

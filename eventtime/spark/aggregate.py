@@ -21,45 +21,20 @@ from ..core._duration import to_ms
 from ..core.aggregations import Aggregation
 from ..core.config import EngineConfig
 from ..core.contract import INTS
-from ..core.kinds import COUNT, MAX, MEAN, MIN, SQL_AGGREGATE, SUM, UDAF
+from ..core.kinds import MAX, MEAN, MIN, SQL_AGGREGATE, SUM, UDAF
 from ..core.trigger import ACCUMULATING, ON_TIME_AND_LATE
 from ..core.watermark import GLOBAL, WatermarkPolicy
 from ..core.window import WindowAssigner
 from .connect import require_classic
 from .extract import event_time_settings
 from .engine import ensure_engine
+from .output import _INTEGRAL, C_REC, MERGED_FROM, OUTPUT_FIXED, _agg_type, output_schema, pane_fields
 from .sql_aggregates import engine_aggregations, python_result, result_ddl
 
 __all__ = ["window_aggregate", "output_schema", "engine_spec"]
 
 # Version of the query's checkpoint layout; a checkpoint of another layout is refused on start.
 STATE_LAYOUT = 6
-# Output columns besides the key and aggregation columns, in order, with Spark DDL types.
-OUTPUT_FIXED = [
-    ("kind", "string"),
-    ("window_start", "bigint"),
-    ("window_end", "bigint"),
-    ("pane_timing", "string"),
-    ("pane_index", "bigint"),
-    ("is_final", "boolean"),
-    ("reason", "string"),
-    ("event_time", "bigint"),
-    ("raw_timestamp", "string"),
-    ("watermark", "bigint"),
-    ("lateness_ms", "bigint"),
-    ("partition", "string"),
-    ("offset", "bigint"),
-    ("payload", "string"),
-    ("stat_max_event_time", "bigint"),
-    ("stat_rows", "bigint"),
-    # the partition's delays behind the running maximum, {"bin": count} (eventtime/query/advise.py)
-    ("stat_delays", "string"),
-    ("merged_from", "array<struct<start:bigint,end:bigint>>"),
-]
-# Session panes only: the bounds of the earlier panes of the key that a pane supersedes.
-MERGED_FROM = "merged_from"
-# The user's row as one struct, beside the output: the payload of late / invalid records.
-C_REC = "et__rec"
 # Row classes of the operator input (Layout.java).
 CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, CLS_CONTROL, CLS_TICK = (INTS[n] for n in (
     "CLS_DATA", "CLS_HEARTBEAT", "CLS_INVALID", "CLS_CONTROL", "CLS_TICK"))  # the contract: eventtime/contract.json
@@ -77,7 +52,6 @@ STATE_FORMAT = {"layout": STATE_LAYOUT, "buckets": NUM_BUCKETS}
 # Local property through which the driver tells the map-side combine the batch's watermark.
 WATERMARK_PROPERTY = "eventtime.watermark"
 _META = "eventtime"
-_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _TS_COLUMNS = ("window_start", "window_end", "event_time", "watermark")
 
 
@@ -148,28 +122,6 @@ def _check_columns(
             )
 
 
-def _agg_type(agg: Aggregation, schema: T.StructType) -> T.DataType:
-    if agg.kind == COUNT:
-        return T.LongType()
-    source = schema[agg.column].dataType
-    if agg.kind == SUM:
-        if isinstance(source, T.DecimalType):  # Spark's own rule for sum(decimal(p, s))
-            return T.DecimalType(min(38, source.precision + 10), source.scale)
-        return T.LongType() if isinstance(source, _INTEGRAL) else T.DoubleType()
-    if agg.kind == MEAN:
-        return T.DoubleType()
-    return source
-
-
-def output_schema(key_fields: Sequence[T.StructField], agg_fields: Sequence[T.StructField]) -> T.StructType:
-    """Schema of the operator output (times as bigint epoch ms)."""
-    bounds = T.ArrayType(T.StructType([T.StructField("start", T.LongType()), T.StructField("end", T.LongType())]))
-    types = {"string": T.StringType(), "bigint": T.LongType(), "boolean": T.BooleanType(),
-             "array<struct<start:bigint,end:bigint>>": bounds}
-    fixed = [T.StructField(name, types[ddl]) for name, ddl in OUTPUT_FIXED]
-    return T.StructType([fixed[0], *key_fields, *fixed[1:6], *agg_fields, *fixed[6:]])
-
-
 def engine_spec(
     config: EngineConfig,
     record_type: T.StructType,
@@ -226,6 +178,7 @@ def window_aggregate(
     heartbeat_col: Optional[str] = None,
     watermark: str = GLOBAL,
     idle_timeout: Any = None,
+    report_partly_late: bool = False,
 ) -> Callable[[DataFrame], DataFrame]:
     """A ``DataFrame.transform`` step: event-time windows per ``keys`` with allowed lateness.
 
@@ -242,6 +195,10 @@ def window_aggregate(
 
     >>> out = events.transform(window_aggregate(keys=["user_id"], window=Tumbling("1 minute"),
     ...     partition_col="partition", watermark="per_partition", idle_timeout="1 minute"))  # doctest: +SKIP
+
+    ``report_partly_late=True`` also sends a record that is too late for some of its sliding
+    windows (and added to the others) to the late output, reason ``partly_late``, with the span
+    of the windows it missed, so that ``eventtime late reconcile`` corrects those too.
     """
     keys = _check_keys(keys)
     aggregations = tuple(aggregations) if isinstance(aggregations, (list, tuple)) else (
@@ -256,7 +213,7 @@ def window_aggregate(
         )
     # Window, aggregations (objects, distinct names), lateness and modes, before any Spark work.
     EngineConfig(window, aggregations, allowed_lateness_ms=lateness_ms, accumulation=accumulation, emit=emit,
-                 watermark=policy)
+                 watermark=policy, report_partly_late=report_partly_late)
     for i, agg in enumerate(aggregations):
         if agg.kind == UDAF:
             result_ddl(i, agg)  # a Python aggregation's result type is known
@@ -293,10 +250,11 @@ def window_aggregate(
             min_valid_ms=settings.get("min_valid_ms", 1),
             max_future_ms=settings.get("max_future_ms", 0),
             watermark=policy,
+            report_partly_late=report_partly_late,
         )
         key_fields = [T.StructField(k, schema[k].dataType) for k in keys]
         types.update({a.name: _agg_type(a, schema) for a in engine_aggs if a.kind != SQL_AGGREGATE})
-        out_schema = output_schema(key_fields, [T.StructField(a.name, types[a.name]) for a in engine_aggs])
+        out_schema = output_schema(key_fields, [f for a in engine_aggs for f in pane_fields(a, types[a.name], schema)])
         spec = engine_spec(config, record_type, out_schema, keys, bounded=not df.isStreaming,
                            event_time_column=settings.get("column"),
                            session_time_zone=spark.conf.get("spark.sql.session.timeZone"))

@@ -6,10 +6,9 @@ batch's statistics for the alerter, publishes the batch watermark to the map sid
 reports a failed query once (docs/architecture.md, "Contract between the engine, the router
 and the sinks").
 
-Its helpers, each with one job: :mod:`.sink_checks` (what route is given),
-:mod:`.batch_tables` (a batch's output as the sinks' tables and its statistics),
-:mod:`.errors` (a failed query: three lines, the alerter's report), :mod:`.checkpoint_files`
-(the query id and a batch's watermark in the checkpoint).
+Its helpers, each with one job: :mod:`.sink_checks` (what route is given), :mod:`.batch_tables` (a batch's
+output as the sinks' tables and its statistics), :mod:`.errors` (a failed query: three lines, the alerter's
+report), :mod:`.checkpoint_files` (the query id and a batch's watermark in the checkpoint).
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from typing import Any, Callable, Optional
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from ..core.aggregations import pane_columns
 from ..core.config import EngineConfig
 from ..core.kinds import INVALID_RECORD, LATE_RECORD, PANE
 from ..core.watermark import running_max_ms
@@ -82,7 +82,7 @@ class Router:
         if alerter is not None and callable(getattr(alerter, "use_pipeline_defaults", None)):
             alerter.use_pipeline_defaults(self.config.max_out_of_orderness_ms)
         self.keys: list[str] = self.meta["keys"]
-        self.agg_names: list[str] = [agg.name for agg in self.config.aggregations]
+        self.agg_names: list[str] = pane_columns(self.config.aggregations)  # values and accumulator columns
         self.panes_sink, self.late_sink = panes, late
         self.invalid_sink = invalid if invalid is not None else late
         if delays is None and callable(getattr(late, "default_delays", None)):
@@ -91,14 +91,14 @@ class Router:
         # Sinks that take the query's session and check their tables before the query starts
         # (the Delta sinks: delta-spark when the session has Delta; one table per kind of rows).
         sinks = list({id(s): s for s in (panes, late, invalid, delays) if s is not None}.values())
-        pane_columns = [*self.keys, "window_start", "window_end", "pane_timing", "pane_index", "is_final",
-                        *self.agg_names, *([MERGED_FROM] if MERGED_FROM in out.columns else [])]
+        columns = [*self.keys, "window_start", "window_end", "pane_timing", "pane_index", "is_final",
+                   *self.agg_names, *([MERGED_FROM] if MERGED_FROM in out.columns else [])]
         for sink in sinks:
             bind = getattr(sink, "bind_route", None)
             if callable(bind):
                 wants = sink is panes and accepts_keyword(bind, "columns")
                 bind(out.sparkSession, [other for other in sinks if other is not sink],
-                     **({"columns": pane_columns} if wants else {}))
+                     **({"columns": columns} if wants else {}))
             if sink is panes or sink is late:  # what eventtime late reconcile reads: the pipeline the tables hold
                 getattr(sink, "record_pipeline", lambda _document: None)({"config": self.meta["config"], "keys": self.keys})
         self.alerter = alerter

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -236,6 +237,11 @@ def test_installed_demo_without_javac(installed):
     assert (out_dir / "results" / "_delta_log").is_dir()
     assert (out_dir / "late" / "_delta_log").is_dir()
     assert "sessions per user_id" in done.stdout and "calendar days per user_id" in done.stdout
+    # it ends with reconcile (count, sum, max and mean): the results then equal the batch truth
+    assert re.search(r"after reconcile: 0 of [1-9]\d* windows differ", done.stdout), done.stdout[-3000:]
+    again = _run([installed["venv"] / "bin" / "eventtime", "late", "reconcile", "--late", out_dir / "late",
+                  "--results", out_dir / "results"], env=installed["env"], cwd=installed["cwd"], timeout=300)
+    assert re.search(r"[1-9]\d* reconciled before, 0 reconciled now", again.stdout), again.stdout + again.stderr
 
 
 _DASHBOARD = r"""

@@ -226,7 +226,7 @@ def test_spark_reader_reads_the_snapshot_files(late_table, tmp_path, spark):
 def test_an_unknown_reason_filter_is_an_error_not_an_empty_answer():
     from eventtime.query.late import LateFilter
 
-    with pytest.raises(ValueError, match=r"reason 'too-late' is not a reason eventtime writes; valid: too_late, null_timestamp"):
+    with pytest.raises(ValueError, match=r"reason 'too-late' is not a reason eventtime writes; valid: too_late, partly_late, null_timestamp"):
         LateFilter(reason="too-late")
 
 

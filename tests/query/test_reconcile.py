@@ -17,7 +17,8 @@ import pytest
 from deltalake import DeltaTable
 
 import eventtime
-from eventtime import EngineConfig, Record, Session, Tumbling, count, latest_panes, max, mean, min, sum
+from eventtime import (EngineConfig, Record, Session, Sliding, Tumbling, count, first, last, latest_panes, max, mean, min,
+                       sum)
 from eventtime.core.reconcile import NOT_MERGEABLE, WINDOW_OPEN
 from eventtime.core.trigger import END_OF_INPUT_MS, is_expired
 from eventtime.core.window import Window
@@ -33,10 +34,13 @@ def _config(window, **kwargs) -> EngineConfig:
     return EngineConfig(window, min_valid_ms=1, **kwargs)
 
 
+def _rows(df, names) -> dict[tuple, dict]:
+    return {(r["key"], r["window_start"].to_pydatetime(), r["window_end"].to_pydatetime()): {n: r[n] for n in names}
+            for _, r in df.iterrows()}
+
+
 def _current(path: str, names=tuple(a.name for a in AGGS)) -> dict[tuple, dict]:
-    df = latest_panes(path)
-    return {(r["key"], r["window_start"].to_pydatetime(), r["window_end"].to_pydatetime()):
-            {n: (None if r[n] != r[n] else int(r[n])) for n in names} for _, r in df.iterrows()}
+    return {k: {n: (None if v != v else int(v)) for n, v in row.items()} for k, row in _rows(latest_panes(path), names).items()}
 
 
 def _tumbling_stream(tmp_path, lateness_ms: int = 0) -> Stream:
@@ -118,14 +122,53 @@ def test_a_session_not_yet_closed_is_left_for_a_later_run(tmp_path):
     assert [(u.record_id, u.reason) for u in plan.left] == [("r", WINDOW_OPEN)]
 
 
-def test_an_aggregation_that_cannot_merge_leaves_every_record_listed(tmp_path):
-    config = _config(Tumbling("1 minute"), aggregations=(count(), mean("amount", name="avg")))
-    s = Stream(str(tmp_path), config)
-    s.batch([Record("a", 10_000, {"amount": 1}), Record("a", 130_000, {"amount": 2})])
-    s.batch([Record("a", 20_000, {"amount": 4})])
+def test_mean_first_and_last_merge_through_the_pane_s_accumulator_columns(tmp_path):
+    aggs = (count(), mean("amount", name="avg"), first("amount", name="f"), last("amount", name="l"))
+    names = eventtime.pane_columns(aggs)
+    assert names == ["count", "avg", "avg__sum", "avg__n", "f", "f__ms", "l", "l__ms"]
+    s = Stream(str(tmp_path), _config(Tumbling("1 minute"), aggregations=aggs))
+    s.batch([Record("a", 10_000, {"amount": 1}), Record("a", 20_000, {"amount": 2}), Record("a", 130_000, {"amount": 3})])
+    s.batch([Record("a", 5_000, {"amount": 4}), Record("a", 25_000, {"amount": None}),  # too late: a new first
+             Record("a", 59_999, {"amount": 8})])  # ... and a new last
+    s.end()
+    truth = {k: {n: v[n] for n in names} for k, v in s.truth().items()}
     report = eventtime.reconcile(s.late_path, s.results_path)
-    assert (report.written, report.corrections, list(report.left)) == (False, 0, [NOT_MERGEABLE])
-    assert len(report.left[NOT_MERGEABLE]) == 1
+    assert (report.reconciled, report.left) == (3, {})
+    got = {k: {n: (None if v != v else v) for n, v in row.items()}
+           for k, row in _rows(latest_panes(s.results_path), names).items()}
+    assert got == truth
+    assert truth[('{"user":"a"}', ts(0), ts(MINUTE))] == {
+        "count": 5, "avg": 15 / 4, "avg__sum": 15, "avg__n": 4, "f": 4, "f__ms": 5_000, "l": 8, "l__ms": 59_999}
+
+
+def test_sliding_windows_converge_when_partly_late_records_are_reported(tmp_path):
+    """A record too late for its first two 3-minute windows and in time for the third is counted
+    there and reported partly_late: reconcile corrects the two it missed, and only those."""
+    config = _config(Sliding("3 minutes", "1 minute"), aggregations=AGGS, report_partly_late=True)
+    s = Stream(str(tmp_path), config)
+    s.batch([Record("a", 10_000, {"amount": 1}), Record("a", 270_000, {"amount": 2})])  # W = 270 s
+    out = s.batch([Record("a", 150_000, {"amount": 4}), Record("a", 20_000, {"amount": 8})])
+    assert sorted(r.reason for r in out.late) == ["partly_late", "too_late"]
+    s.end()
+    before = _current(s.results_path)
+    report = eventtime.reconcile(s.late_path, s.results_path)
+    assert (report.reconciled, report.left) == (2, {})
+    assert report.corrections == 4  # 150 s: [0, 3 min), [1, 4 min); 20 s: those from -2 and -1 min, and [0, 3 min)
+    after = _current(s.results_path)
+    assert after == s.truth() and before != after
+    assert after[('{"user":"a"}', ts(120_000), ts(300_000))] == before[('{"user":"a"}', ts(120_000), ts(300_000))]
+
+
+def test_a_pane_written_before_the_accumulator_columns_leaves_its_records_listed(tmp_path):
+    config = _config(Tumbling("1 minute"), aggregations=(count(), mean("amount", name="avg")))
+    s = Stream(str(tmp_path), config, accumulators=False)
+    s.batch([Record("a", 10_000, {"amount": 1}), Record("a", 130_000, {"amount": 2})])
+    s.batch([Record("a", 20_000, {"amount": 4}), Record("b", 30_000, {"amount": 8})])  # b: a window with no pane
+    report = eventtime.reconcile(s.late_path, s.results_path)
+    assert (report.written, report.corrections, list(report.left)) == (True, 1, [NOT_MERGEABLE])
+    assert len(report.left[NOT_MERGEABLE]) == 1 and report.reconciled == 1
+    b = latest_panes(s.results_path).query("key == '{\"user\":\"b\"}'").iloc[0]
+    assert (b["avg"], b["avg__sum"], b["avg__n"]) == (8.0, 8, 1)  # the new columns, added by the correction
 
 
 def test_a_payload_without_the_aggregated_column_is_listed_and_the_rest_reconciled(tmp_path):

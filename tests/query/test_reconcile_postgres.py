@@ -15,7 +15,7 @@ import pytest
 from psycopg.rows import dict_row
 
 import eventtime
-from eventtime import EngineConfig, Record, Session, Tumbling, count, max, min, sum
+from eventtime import EngineConfig, Record, Session, Tumbling, count, first, last, max, mean, min, pane_columns, sum
 from eventtime.ops.json_text import keys_json
 from eventtime.sinks import PostgresSink
 from eventtime.sinks.local_postgres import LocalPostgres, find_pg_bin
@@ -23,7 +23,8 @@ from eventtime.sinks.local_postgres import LocalPostgres, find_pg_bin
 from reconcile_tables import KEYS, Stream
 
 pytestmark = pytest.mark.skipif(find_pg_bin() is None, reason="PostgreSQL is not installed (make install installs it)")
-AGGS = (count(), sum("amount", name="amount"), min("amount", name="lo"), max("amount", name="hi"))
+AGGS = (count(), sum("amount", name="amount"), min("amount", name="lo"), max("amount", name="hi"),
+        mean("amount", name="avg"), first("amount", name="f"), last("amount", name="l"))
 _tables = iter(range(10**6))
 
 
@@ -49,7 +50,7 @@ def _rows(sink: PostgresSink) -> dict[tuple, dict]:
         if any((u, s, e) == (r["user"], start, end) and at > r["written_at"] for u, s, e, at in gone):
             continue
         out[(keys_json(KEYS, [[r["user"]]])[0], r["window_start"], r["window_end"])] = {
-            a.name: r[a.name] for a in AGGS}
+            name: r[name] for name in pane_columns(AGGS)}
     return out
 
 

@@ -15,12 +15,14 @@ from typing import Any
 
 from pyspark.sql import types as T
 
+from eventtime.core.aggregations import pane_columns
 from eventtime.core.kinds import SQL_AGGREGATE
 from eventtime.core.timestamps import extract
 from eventtime.core.trigger import END_OF_INPUT_MS, next_watermark
 from eventtime.core.watermark import PartitionClocks
 from eventtime.harness.scenario import Scenario, parse_scenario
-from eventtime.spark.aggregate import CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, _agg_type, engine_spec, output_schema
+from eventtime.spark.aggregate import CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, engine_spec
+from eventtime.spark.output import _agg_type, output_schema, pane_fields
 
 
 def _sql_type(spark, agg, record: T.StructType) -> T.DataType:
@@ -43,8 +45,8 @@ class JvmReplay:
             T.StructField("hb", T.BooleanType()),
         ])
         self.aggs = tuple(a if a.column is None else dataclasses.replace(a, column="value") for a in cfg.aggregations)
-        out = output_schema([record["key"]], [T.StructField(a.name, _sql_type(spark, a, record) if a.kind == SQL_AGGREGATE
-                                                             else _agg_type(a, record)) for a in self.aggs])
+        out = output_schema([record["key"]], [f for a in self.aggs for f in pane_fields(
+            a, _sql_type(spark, a, record) if a.kind == SQL_AGGREGATE else _agg_type(a, record), record)])
         spec = engine_spec(dataclasses.replace(cfg, aggregations=self.aggs), record, out, ["key"], bounded=False)
         self.engine = spark._jvm.eventtime.jvm.InProcess(json.dumps(spec))
         self.watermark = 0
@@ -115,7 +117,7 @@ class JvmReplay:
                     "timing": row["pane_timing"],
                     "index": row["pane_index"],
                     "is_final": row["is_final"],
-                    **{a.name: row[a.name] for a in self.aggs},
+                    **{name: row[name] for name in pane_columns(self.aggs)},
                     **({"merged_from": row["merged_from"]} if self.merged_from else {}),
                 })
             elif kind in ("late", "invalid"):

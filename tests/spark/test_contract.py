@@ -63,13 +63,15 @@ def test_the_operator_finds_every_output_column_where_python_puts_it(spark):
     from eventtime.spark.aggregate import C_REC, engine_spec, output_schema
 
     window = eventtime.Tumbling("1 minute")
-    aggs = (eventtime.count(), eventtime.sum("v"))
+    aggs = (eventtime.count(), eventtime.sum("v"), eventtime.mean("v"), eventtime.first("v"))
     record = T.StructType([T.StructField("k", T.StringType()), T.StructField("v", T.LongType())])
-    out = output_schema([record["k"]], [T.StructField("count", T.LongType()), T.StructField("sum_v", T.LongType())])
+    pane = {"count": "count", "sum_v": "sum_v", "mean_v": "mean_v", "mean_v/a": "mean_v__sum", "mean_v/b": "mean_v__n",
+            "first_v": "first_v", "first_v/a": "first_v__ms"}
+    out = output_schema([record["k"]], [T.StructField(name, T.LongType()) for name in dict.fromkeys(pane.values())])
     spec = spark._jvm.eventtime.jvm.Spec(json.dumps(engine_spec(EngineConfig(window, aggs), record, out, ["k"],
                                                                 bounded=False)))
     positions = json.loads(spark._jvm.eventtime.jvm.InProcess.outputPositions(spec))
     names = [*out.names, C_REC]
     assert positions.pop("width") == len(names)
-    assert positions.pop("first_aggregation") == names.index("count")
-    assert positions == {name: names.index(name) for name in names if name not in ("kind", "k", "count", "sum_v")}
+    assert {p: positions.pop(p) for p in pane} == {p: names.index(column) for p, column in pane.items()}
+    assert positions == {name: names.index(name) for name in names if name not in ("kind", "k", *pane.values())}

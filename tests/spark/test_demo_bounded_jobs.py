@@ -59,7 +59,7 @@ def test_the_demo_ends_with_reconcile_and_its_results_then_equal_the_batch_truth
     assert f"{report.late} too-late record(s) read, {report.late} reconciled now" in text
     # held here too, not only by the demo's own words: every window, every aggregation
     results, truth = latest_panes(str(tmp_path / "results")), latest_panes(str(tmp_path / "truth" / "results"))
-    compared = compare_with_truth(results, truth, ["user_id"], ["count", "amount", "max_amount"])
+    compared = compare_with_truth(results, truth, ["user_id"], ["count", "amount", "max_amount", "mean_amount", "mean_amount__n"])
     assert compared["different"] == 0 and compared["windows"] == len(truth) > 0
     version = DeltaTable(str(tmp_path / "results")).version()
     again = io.StringIO()

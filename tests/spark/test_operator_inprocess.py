@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from jvm_harness import JvmReplay, run_jvm
 from transcripts import lists_merged_from, load_transcript, transcript_paths
 
-from eventtime import ReferenceEngine, count, first, last, max, mean, min, sum
+from eventtime import ReferenceEngine, count, first, last, max, mean, min, pane_columns, sum
 from eventtime.harness.scenario import diff_outputs, parse_scenario, render_batch, run_reference
-from property_tests.strategies import every_kind_scenarios, flushed, partition_scenarios, scenarios
+from property_tests.strategies import every_kind_scenarios, flushed, partition_scenarios, scenarios, sliding_scenarios
 
 pytestmark = pytest.mark.spark
 SETTINGS = settings(max_examples=250, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -39,6 +39,16 @@ def test_operator_equals_reference(spark, scenario, combine):
     # merged_from compared too (the contract's output leaves it out)
     difference = diff_outputs(run_reference(parse_scenario(scenario), merged_from=True), run_jvm(scenario, spark, combine, merged_from=True))
     assert difference is None, difference
+
+
+@settings(max_examples=100, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sliding_scenarios(), st.booleans())
+def test_partly_late_records_are_the_reference_s_when_reported(spark, scenario, combine):
+    """report_partly_late: the map side passes a partly late record through whole (not folded),
+    the operator counts it in its live windows and reports it with the reference's reason."""
+    scenario = {**scenario, "report_partly_late": True}
+    expected = run_reference(parse_scenario(scenario))
+    assert diff_outputs(expected, run_jvm(scenario, spark, combine)) is None
 
 
 @settings(max_examples=100, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -71,7 +81,7 @@ ALL_AGGS = (count(), sum("value", "s"), min("value", "mn"), max("value", "mx"), 
 
 
 def _pane_rows(panes):
-    names = {a.name for a in ALL_AGGS}
+    names = set(pane_columns(ALL_AGGS))  # values and accumulator columns
     return sorted(
         (repr(p["key"]), p["window_start"], p["timing"], p["index"], p["is_final"],
          tuple((name, p[name]) for name in sorted(p) if name in names))

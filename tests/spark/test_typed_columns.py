@@ -52,6 +52,8 @@ def test_typed_columns_through_to_arrow_equal_reference(spark, sc):
 # partitions (INT up to 2^31 - 1, null), here with an idle timeout of one batch interval.
 VARIANTS = {
     "session_windows": {"window": {"type": "session", "gap_ms": 1000}},
+    "sliding_partly_late": {"window": {"type": "sliding", "size_ms": 3000, "slide_ms": 500, "offset_ms": 0},
+                            "report_partly_late": True},
     "per_partition_watermarks": {"watermark": {"mode": "per_partition", "idle_timeout_ms": 1000}},
 }
 
@@ -64,6 +66,25 @@ def test_typed_rows_of_each_variant_equal_reference(spark, variant, sc):
     sc = {**sc, **VARIANTS[variant]}
     difference = diff_typed(run_reference_typed(sc), run_spark_typed(sc, spark))
     assert difference is None, difference
+
+
+def test_a_record_too_late_for_some_of_its_sliding_windows_is_reported_with_the_ones_it_missed(spark):
+    """Sliding 3 s / 1 s windows, W = 4.5 s after the first batch: a record at 2.5 s belongs to
+    [0, 3), [1, 4) and [2, 5); the first two have expired, so it is counted in [2, 5) and reported
+    partly late for [0, 4). Off (the default), it is counted the same and not reported."""
+    first = [_row(0, 1000, k_big=1, v_big=1), _row(1, 4500, k_big=1, v_big=2)]
+    second = [_row(2, 2500, k_big=1, v_big=4)]
+    third = [_row(3, 9000, k_big=2, v_big=8)]  # W = 9 s: [2, 5) fires
+    sc = {**_bigint_scenario(), "window": {"type": "sliding", "size_ms": 3000, "slide_ms": 1000, "offset_ms": 0},
+          "batches": [first, second, third], "report_partly_late": True}
+    got = run_spark_typed(sc, spark)
+    assert diff_typed(run_reference_typed(sc), got) is None
+    [late] = got[1]["records"]
+    assert (late["reason"], late["windows"], late["payload"]["rid"]) == ("partly_late", (0, 4000), 2)
+    counts = {(p["window_start"], p["count"], p["s_big"]) for p in got[2]["panes"] if p["key"] == (1,)}
+    assert (2000, 2, 6) in counts  # [2, 5) holds it: 2 + 4
+    quiet = run_spark_typed({**sc, "report_partly_late": False}, spark)
+    assert quiet[1]["records"] == [] and quiet[2]["panes"] == got[2]["panes"]
 
 
 def _bigint_scenario():

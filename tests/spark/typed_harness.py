@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 import eventtime
 from eventtime import EngineConfig, Record, ReferenceEngine
+from eventtime.core.aggregations import pane_columns
 from eventtime.spark.batch_tables import timestamp_ms
 from eventtime.spark.replay import _watermark_ms, wait_for_file
 from eventtime.core.watermark import WatermarkPolicy
@@ -79,6 +80,7 @@ def config_of(sc: dict) -> EngineConfig:
         min_valid_ms=1,
         max_future_ms=MAX_FUTURE_MS,
         watermark=WatermarkPolicy(**sc.get("watermark", {})),
+        report_partly_late=sc.get("report_partly_late", False),
     )
 
 
@@ -133,9 +135,12 @@ def run_reference_typed(sc: dict, end_of_input: bool = False) -> list[dict]:
                     for p in res.panes
                 ],
                 "records": [
-                    _record_entry("late", l.record.fields, keys, {"ts": l.ts_ms, "reason": l.reason, "watermark_ms": l.watermark_ms})
+                    _record_entry("late", l.record.fields, keys, {
+                        "ts": l.ts_ms, "reason": l.reason, "watermark_ms": l.watermark_ms,
+                        "windows": (l.windows[0].start_ms, l.windows[-1].end_ms)})  # the windows it missed
                     for l in res.late
-                ] + [_record_entry("invalid", i.record.fields, keys, {"ts": None, "reason": i.reason, "watermark_ms": None}) for i in res.invalid],
+                ] + [_record_entry("invalid", i.record.fields, keys, {"ts": None, "reason": i.reason, "watermark_ms": None,
+                                                                      "windows": None}) for i in res.invalid],
             }
         )
     return out
@@ -181,6 +186,7 @@ class SparkTypedRunner:
                 aggregations=cfg.aggregations, accumulation=cfg.accumulation, emit=cfg.emit,
                 partition_col="part", offset_col="off", heartbeat_col="hb",
                 watermark=cfg.watermark.mode, idle_timeout=cfg.watermark.idle_timeout_ms,
+                report_partly_late=cfg.report_partly_late,
             )
         )
         if after is not None:
@@ -235,7 +241,7 @@ def render_panes(tables: list, keys: tuple, aggregations=AGGREGATIONS) -> list[d
                     "timing": cols["pane_timing"][j],
                     "index": cols["pane_index"][j],
                     "is_final": cols["is_final"][j],
-                    **{a.name: cols[a.name][j] for a in aggregations},
+                    **{name: cols[name][j] for name in pane_columns(aggregations)},
                 }
             )
     return out
@@ -249,6 +255,7 @@ def render_records(tables: list, keys: tuple) -> list[dict]:
             continue
         cols = {name: t.column(name).to_pylist() for name in t.column_names}
         ets, wms = timestamp_ms(t.column("event_time")).to_pylist(), timestamp_ms(t.column("watermark")).to_pylist()
+        starts, ends = timestamp_ms(t.column("window_start")).to_pylist(), timestamp_ms(t.column("window_end")).to_pylist()
         for j in range(t.num_rows):
             payload = json.loads(cols["payload"][j], parse_float=Decimal)
             late = cols["kind"][j] == "late"
@@ -264,6 +271,7 @@ def render_records(tables: list, keys: tuple) -> list[dict]:
                     "raw_timestamp": cols["raw_timestamp"][j],
                     "reason": cols["reason"][j],
                     "watermark_ms": wms[j] if late else None,
+                    "windows": (starts[j], ends[j]) if late else None,
                 }
             )
     return out

@@ -198,6 +198,18 @@ public final class Acc {
     }
   }
 
+  /**
+   * A pane's first accumulator column ({@link Layout#oAccA}): a mean's exact sum (an integer sum
+   * outside bigint: null, as eventtime/core/aggregations.py pane_values), first / last's event time.
+   */
+  public Object accumulatorA(Spec spec, int i) {
+    if (n == 0) return null;
+    if (spec.kinds[i] != Spec.MEAN) return t;
+    if (spec.aggIntegral[i]) return fitsLong() ? (Object) lo : null;
+    if (spec.aggDecimal[i]) return ((BigDecimal) v).setScale(spec.aggDecimalScale[i]);
+    return d;
+  }
+
   // --- values: order -----------------------------------------------------------------------
 
   /** Python's order of two values of one column type (strings by code point, bytes unsigned). */

@@ -206,7 +206,11 @@ public final class InProcess {
     int[] at = {l.oWs, l.oWe, l.oTiming, l.oIndex, l.oFinal, l.oReason, l.oEventTime, l.oRaw, l.oWatermark,
         l.oLateness, l.oPart, l.oOff, l.oPayload, l.oStatMax, l.oStatRows, l.oStatDelays, l.oMerged, l.oRec};
     for (int i = 0; i < names.length; i++) out.put(names[i], at[i]);
-    out.put("first_aggregation", l.oAgg0);
+    for (int i = 0; i < l.na; i++) {
+      out.put(spec.aggNames[i], l.oAgg[i]);
+      if (l.oAccA[i] >= 0) out.put(spec.aggNames[i] + "/a", l.oAccA[i]);
+      if (l.oAccB[i] >= 0) out.put(spec.aggNames[i] + "/b", l.oAccB[i]);
+    }
     out.put("width", l.oWidth);
     return JSON.writeValueAsString(out);
   }

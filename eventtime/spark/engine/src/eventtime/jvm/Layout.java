@@ -17,7 +17,7 @@ import org.apache.spark.sql.types.StructType;
  * operator (mapper output): et__g, et__b, k0..kn, et__cls, et__ms, et__part, et__off, et__reason, et__raw,
  *                           et__n, et__tmax, et__rec, et__accs (a partial's accumulators, binary)
  * output   (Spark result) : kind, keys, window_start, window_end, pane_timing, pane_index, is_final,
- *                           aggregations, reason, event_time, raw_timestamp, watermark, lateness_ms,
+ *                           aggregations (each one's value, then its accumulator columns), reason, event_time, raw_timestamp, watermark, lateness_ms,
  *                           partition, offset, payload, stat_max_event_time, stat_rows, merged_from, et__rec
  * </pre>
  */
@@ -43,7 +43,9 @@ final class Layout {
   // operator input
   final int cls, ms, part, off, reason, raw, n, tmax, rec, p0, width;
   // output
-  final int oWs, oWe, oTiming, oIndex, oFinal, oAgg0, oReason, oEventTime, oRaw, oWatermark, oLateness, oPart, oOff,
+  // output: each aggregation's value and accumulator columns (ACC_SUM / ACC_N, or ACC_MS; else -1)
+  final int[] oAgg, oAccA, oAccB;
+  final int oWs, oWe, oTiming, oIndex, oFinal, oReason, oEventTime, oRaw, oWatermark, oLateness, oPart, oOff,
       oPayload, oStatMax, oStatRows, oStatDelays, oMerged, oRec, oWidth;
 
   Layout(Spec spec) {
@@ -71,7 +73,18 @@ final class Layout {
     oTiming = out.fieldIndex("pane_timing");
     oIndex = out.fieldIndex("pane_index");
     oFinal = out.fieldIndex("is_final");
-    oAgg0 = oFinal + 1;
+    oAgg = new int[na];
+    oAccA = new int[na];
+    oAccB = new int[na];
+    int paneColumns = 0;
+    for (int i = 0; i < na; i++) {
+      String name = spec.aggNames[i];
+      oAgg[i] = out.fieldIndex(name);
+      boolean mean = spec.kinds[i] == Spec.MEAN, firstLast = spec.kinds[i] == Spec.FIRST || spec.kinds[i] == Spec.LAST;
+      oAccA[i] = mean ? out.fieldIndex(name + Contract.ACC_SUM) : firstLast ? out.fieldIndex(name + Contract.ACC_MS) : -1;
+      oAccB[i] = mean ? out.fieldIndex(name + Contract.ACC_N) : -1;
+      paneColumns += 1 + (oAccA[i] >= 0 ? 1 : 0) + (oAccB[i] >= 0 ? 1 : 0);
+    }
     oReason = out.fieldIndex("reason");
     oEventTime = out.fieldIndex("event_time");
     oRaw = out.fieldIndex("raw_timestamp");
@@ -86,7 +99,7 @@ final class Layout {
     oMerged = out.fieldIndex("merged_from");
     oRec = out.fieldIndex("et__rec");
     oWidth = out.fields().length;
-    if (oWs != nk + 1 || oReason != oAgg0 + na) {
+    if (oWs != nk + 1 || oReason != oFinal + 1 + paneColumns) {
       throw new IllegalArgumentException("the output's keys must follow kind and its aggregations is_final: " + out);
     }
   }

@@ -39,20 +39,24 @@ final class OutputRows {
     o[lay.oTiming] = timing;
     o[lay.oIndex] = index;
     o[lay.oFinal] = fin;
-    for (int i = 0; i < lay.na; i++) o[lay.oAgg0 + i] = acc[i].result(spec, i);
+    for (int i = 0; i < lay.na; i++) {
+      o[lay.oAgg[i]] = acc[i].result(spec, i);
+      if (lay.oAccA[i] >= 0) o[lay.oAccA[i]] = acc[i].accumulatorA(spec, i);
+      if (lay.oAccB[i] >= 0) o[lay.oAccB[i]] = acc[i].n;
+    }
     o[lay.oWatermark] = watermark;
     return RowFactory.create(o);
   }
 
   /** A late record of a fixed window: from its first window's start to its last window's end. */
   Row lateRecord(Row r, long ts, long watermark) {
-    return lateRecord(r, ts, watermark, spec.firstWindowOf(ts), spec.lastWindowEnd(ts));
+    return lateRecord(r, ts, watermark, Contract.TOO_LATE, spec.firstWindowOf(ts), spec.lastWindowEnd(ts));
   }
 
-  /** A record too late for every window it belongs to, which span [ws, we). */
-  Row lateRecord(Row r, long ts, long watermark, long ws, long we) {
+  /** A record too late (reason) for the windows it belongs to that span [ws, we). */
+  Row lateRecord(Row r, long ts, long watermark, String reason, long ws, long we) {
     Object[] o = outRow(Contract.LATE_RECORD, r, Layout.K0);
-    o[lay.oReason] = Contract.TOO_LATE;
+    o[lay.oReason] = reason;
     o[lay.oEventTime] = ts;
     o[lay.oRaw] = spec.rawText(r.getStruct(lay.rec));
     // Spark reports 0 before the first watermark: no watermark yet (null).

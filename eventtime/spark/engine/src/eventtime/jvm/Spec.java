@@ -37,6 +37,8 @@ public final class Spec implements Serializable {
   /** The last calendar window computed, {start, end}: consecutive rows mostly share one. */
   private transient volatile long[] lastCalendarWindow;
   public final boolean finalOnly, discarding, bounded;
+  /** Report a record too late for some of its windows (Contract.PARTLY_LATE), besides adding it to the others. */
+  public final boolean reportPartlyLate;
   /** Positions, in the record struct, of the key columns and of each aggregation's input (-1: none). */
   public final int[] keyFields;
   public final String[] aggKinds, aggNames;
@@ -116,6 +118,7 @@ public final class Spec implements Serializable {
       finalOnly = Contract.FINAL_ONLY.equals(n.get("emit").asText());
       discarding = Contract.DISCARDING.equals(n.get("accumulation").asText());
       bounded = n.get("bounded").asBoolean();
+      reportPartlyLate = n.has("report_partly_late") && n.get("report_partly_late").asBoolean();
       watermarkProperty = n.get("watermark_property").asText();
       buckets = n.get("buckets").asInt();
       if (buckets < 1 || buckets > Layout.MAX_BUCKETS) {
@@ -340,6 +343,22 @@ public final class Spec implements Serializable {
     return !isExpired(lastWindowEnd(ts), watermark);
   }
 
+  /**
+   * A live record is partly late when its first window has expired (windows expire in order of
+   * their ends, so the ones it misses come first): reported only when asked (reportPartlyLate).
+   */
+  public boolean isPartlyLate(long ts, long watermark) {
+    return reportPartlyLate && !session && !calendar && slideMs < sizeMs
+        && isExpired(firstWindowOf(ts) + sizeMs, watermark);
+  }
+
+  /** End of the last expired window of a partly late record: its missed windows span [firstWindowOf(ts), this). */
+  public long lastExpiredWindowEnd(long ts, long watermark) {
+    long end = firstWindowOf(ts) + sizeMs;
+    while (isExpired(end + slideMs, watermark)) end += slideMs;
+    return end;
+  }
+
   /** Session windows: the width of the time slots of the bucket's due index ({@link DueIndex}). */
   public long dueSlotMs() {
     return Math.max(1, (gapMs + latenessMs) / 64);
@@ -347,10 +366,10 @@ public final class Spec implements Serializable {
 
   /**
    * Whether the map-side combine may fold a data row at ts under the batch's watermark: it is
-   * live. Never for sessions, whose lateness depends on the key's sessions (the operator judges).
+   * live and not partly late (a record the operator reports). Never for sessions, whose lateness depends on the key's sessions (the operator judges).
    */
   public boolean foldable(long ts, long watermark) {
-    return !session && isLive(ts, watermark);
+    return !session && isLive(ts, watermark) && !isPartlyLate(ts, watermark);
   }
 
   /** Start of the first window containing ts. */

@@ -270,6 +270,10 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
           out.add(rowsOut.lateRecord(r, ts, watermark));
           continue;
         }
+        if (spec.isPartlyLate(ts, watermark)) {
+          out.add(rowsOut.lateRecord(r, ts, watermark, Contract.PARTLY_LATE, spec.firstWindowOf(ts),
+              spec.lastExpiredWindowEnd(ts, watermark)));
+        }
         slice = spec.sliceOf(ts);
         if (st == null) st = load(key, id, wPrev, watermark, out);
         created = st.addRecord(slice, r.getStruct(lay.rec), ts);
@@ -321,7 +325,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
 
       @Override
       public void late(Row r, long ts, long ws, long we) {
-        out.add(rowsOut.lateRecord(r, ts, watermark, ws, we));
+        out.add(rowsOut.lateRecord(r, ts, watermark, Contract.TOO_LATE, ws, we));
       }
     };
   }

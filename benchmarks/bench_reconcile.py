@@ -50,7 +50,8 @@ def _pipeline(source, out: str):
     events = source.transform(eventtime.with_event_time("ts", unit="ms", min_valid="2000-01-01", max_future="3650 days"))
     result = events.transform(eventtime.window_aggregate(
         keys=["user_id"], window=eventtime.Tumbling("1 minute"),
-        aggregations=[eventtime.count(), eventtime.sum("amount", name="amount"), eventtime.max("amount", name="hi")]))
+        aggregations=[eventtime.count(), eventtime.sum("amount", name="amount"), eventtime.max("amount", name="hi"),
+                      eventtime.mean("amount", name="avg"), eventtime.last("amount", name="last")]))
     return eventtime.route(result, panes=eventtime.DeltaResultsSink(os.path.join(out, "results"), pipeline=PIPELINE),
                            late=eventtime.DeltaLateSink(os.path.join(out, "late"), pipeline=PIPELINE, delays=False),
                            pipeline=PIPELINE, progress=False)
@@ -115,7 +116,7 @@ def main() -> None:
             times["batch"].append(time.perf_counter() - started)
             compared = compare_with_truth(latest_panes(os.path.join(run, "results")),
                                           latest_panes(os.path.join(run, "batch", "results")),
-                                          ["user_id"], ["count", "amount", "hi"])
+                                          ["user_id"], ["count", "amount", "hi", "avg", "avg__n", "last", "last__ms"])
             assert compared["different"] == 0, compared
             print(f"  run {i}: reconcile {times['reconcile'][-1]:.1f} s ({report.corrections:,} CORRECTION panes), "
                   f"batch job {times['batch'][-1]:.1f} s; {compared['windows']:,} windows compared, 0 different")

@@ -115,3 +115,16 @@ class PartitionWatermarkDriver:
             self._tick()
         return step
 
+    def apply(self, batch_id: int, stats_rows: Any, stats: Any) -> Any:
+        """The batch's partitions' largest valid event times (its statistics rows) into W:
+        ``stats`` (a ``BatchStats``) with the new W and the partitions' idleness."""
+        import dataclasses
+
+        maxima: dict = {}
+        for p, t in zip(stats_rows.column("partition").to_pylist(), stats_rows.column("stat_max_event_time").to_pylist()):
+            maxima[p] = t if maxima.get(p) is None else (maxima[p] if t is None else max(maxima[p], t))
+        step = self.after_batch(batch_id, maxima)
+        return dataclasses.replace(
+            stats, watermark_ms=step.watermark_ms, idle_partitions=tuple(sorted(map(str, self._clocks.idle))),
+            became_idle=tuple(map(str, step.became_idle)), became_active=tuple(map(str, step.became_active)),
+            holdback_ms=step.holdback_ms, watermark_mode="per_partition")

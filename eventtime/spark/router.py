@@ -37,6 +37,7 @@ from .checkpoint_files import batch_offsets, checkpoint_query_id
 from .connect import require_classic
 from .errors import FailureWatch, RunningQuery
 from .sink_checks import accepts_keyword, check_no_orphaned_tables, check_route_arguments, rejected_rows
+from .state_cache import StateCache
 
 __all__ = ["Router", "route"]
 
@@ -134,6 +135,7 @@ class Router:
         self._last_stats = None
         #: Per-partition watermarks: the driver's W (eventtime/spark/partition_watermark.py), from start().
         self.partition_watermark = None
+        self._state_cache = None  # RocksDB's block cache against the state (spark/state_cache.py), from start()
         self._enrichment = _query_enrichment(out)
 
     # -- the query ----------------------------------------------------------------------
@@ -207,6 +209,7 @@ class Router:
             return w.trigger(**trigger) if trigger else w
 
         self._query_id = None  # read again from this checkpoint's metadata
+        self._state_cache = StateCache(self.out.sparkSession, local, self._say if self.progress else log.info)
         self._failures.start(self.out.sparkSession, checkpoint, bounded=end_of_input)
         try:
             self.query = RunningQuery(writer().start(), self.pipeline, local, self._failures.settle)
@@ -314,20 +317,11 @@ class Router:
         value = f"{self.query_id()}:{batch_id}:{watermark}:{'' if running_max is None else running_max}"
         spark.sparkContext.setLocalProperty(WATERMARK_PROPERTY, value)
 
-    def _apply_partition_watermark(self, driver, batch_id: int, stats_rows, stats):
-        """The batch's partitions' largest valid event times into the per-partition W."""
-        maxima: dict = {}
-        for p, t in zip(stats_rows.column("partition").to_pylist(), stats_rows.column("stat_max_event_time").to_pylist()):
-            maxima[p] = t if maxima.get(p) is None else (maxima[p] if t is None else max(maxima[p], t))
-        step = driver.after_batch(batch_id, maxima)
-        return dataclasses.replace(
-            stats, watermark_ms=step.watermark_ms, idle_partitions=tuple(sorted(map(str, driver._clocks.idle))),
-            became_idle=tuple(map(str, step.became_idle)), became_active=tuple(map(str, step.became_active)),
-            holdback_ms=step.holdback_ms, watermark_mode="per_partition")
-
     def _handle(self, df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         fault_point("after_commit", batch_id - 1)
+        if self._state_cache is not None and self.query is not None:  # the last batch's state store files
+            self._state_cache.observe(self.query.lastProgress)
         driver = self.partition_watermark
         published = None  # the batch's W, told to its tasks
         if driver is not None:
@@ -340,7 +334,7 @@ class Router:
             else split(df.toArrow(), self.keys, self.agg_names)
         stats = self._counter.count(batch_id, panes, records, stats_rows, pane_watermark_ms)
         if driver is not None:
-            stats = self._apply_partition_watermark(driver, batch_id, stats_rows, stats)
+            stats = driver.apply(batch_id, stats_rows, stats)
         if self._enrichment:  # the workers' counts, merged into the accumulators by the batch's action
             stats = dataclasses.replace(stats, enrichment=self._enrichment.take())
         self._last_stats = stats

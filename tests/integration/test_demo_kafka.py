@@ -72,15 +72,17 @@ def _table(path: Path):
 def _rows(frame, drop: list[str]) -> list[dict]:
     """The rows without ``drop``, as dicts in one canonical order (payloads parsed).
 
-    ``amount`` (a pane's sum of amounts) is rounded to the cent: every amount has two decimals,
-    so the exact sum has too, but the double the engine adds up depends on the order the rows
-    reach it (a file is read by one task in its line order, a 4-partition topic by four tasks,
-    each in offset order), e.g. 1032.78 against 1032.7799999999997."""
+    ``amount`` and ``mean_amount__sum`` (a pane's sums of amounts) are rounded to the cent: every
+    amount has two decimals, so the exact sum has too, but the double the engine adds up depends
+    on the order the rows reach it (a file is read by one task in its line order, a 4-partition
+    topic by four tasks, each in offset order), e.g. 1032.78 against 1032.7799999999997; the mean
+    (that sum over the count) to 1e-6."""
     rows = []
     for row in frame.drop(columns=drop).to_dict("records"):
         row = {k: (None if v is None or (isinstance(v, float) and v != v) else v) for k, v in row.items()}
-        if row.get("amount") is not None and "pane_timing" in row:
-            row["amount"] = round(row["amount"], 2)
+        for name, digits in (("amount", 2), ("mean_amount__sum", 2), ("mean_amount", 6)):
+            if row.get(name) is not None and "pane_timing" in row:
+                row[name] = round(row[name], digits)
         if row.get("payload") is not None:
             row["payload"] = json.loads(row["payload"])
         rows.append(row)

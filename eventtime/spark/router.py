@@ -321,7 +321,7 @@ class Router:
         started = time.monotonic()
         fault_point("after_commit", batch_id - 1)
         if self._state_cache is not None and self.query is not None:  # the last batch's state store files
-            self._state_cache.observe(self.query.lastProgress)
+            self._state_cache.observe_query(self.query)
         driver = self.partition_watermark
         published = None  # the batch's W, told to its tasks
         if driver is not None:

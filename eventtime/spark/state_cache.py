@@ -62,6 +62,17 @@ class StateCache:
                 f"files when this query last ran ({CACHE_CONF})")
         self.cache_mb = int(spark.conf.get(CACHE_CONF, None) or SPARK_DEFAULT_MB)
 
+    def observe_query(self, query: Any) -> Optional[int]:
+        """:meth:`observe` the query's last progress, read field by field (a third of the time of
+        ``lastProgress``'s whole JSON, which each micro-batch would pay)."""
+        progress = query._jsq.lastProgress()
+        if progress is None:
+            return None
+        return self.observe({"stateOperators": [
+            {"numStateStoreInstances": op.numStateStoreInstances(),
+             "customMetrics": {"rocksdbSstFileSize": op.customMetrics().get("rocksdbSstFileSize")}}
+            for op in progress.stateOperators()]})
+
     def observe(self, progress: Optional[dict]) -> Optional[int]:
         """Check one batch's progress; returns the cache size to use when the state outgrew the cache."""
         for op in (progress or {}).get("stateOperators") or ():

@@ -39,6 +39,9 @@ def test_state_that_outgrows_the_cache_is_said_once_recorded_and_sized_at_the_ne
     _write(src, "b.parquet", range(250_000, 260_000))
     said: list = []
     spark.conf.set(CACHE_CONF, "1")  # a session that sets a 1 MB cache: smaller than a store's files
+    # two state stores (an in-process demo run earlier in this worker may have left it at 4)
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
     try:
         _run(spark, src, checkpoint, said)
         warnings = [line for line in said if "more than RocksDB's block cache of 1 MB" in line]
@@ -58,6 +61,7 @@ def test_state_that_outgrows_the_cache_is_said_once_recorded_and_sized_at_the_ne
         assert not any("more than RocksDB's block cache" in line for line in again)  # 8 MB holds it
     finally:
         spark.conf.unset(CACHE_CONF)
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
 
 
 def test_a_session_that_sets_the_cache_keeps_its_setting(spark, tmp_path):

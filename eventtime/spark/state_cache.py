@@ -55,7 +55,7 @@ class StateCache:
     def __init__(self, spark: Any, checkpoint: Optional[str], say: Callable[[str], None]) -> None:
         self.checkpoint, self.say, self.warned = checkpoint, say, False
         self.session_sets = spark.conf.get(CACHE_CONF, None) is not None
-        recorded = _recorded(checkpoint) if checkpoint else None
+        self.recorded = recorded = _recorded(checkpoint) if checkpoint else None
         if recorded is not None and not self.session_sets:
             spark.conf.set(CACHE_CONF, str(recorded))
             say(f"eventtime: RocksDB block cache {recorded} MB per state store, sized by eventtime to the state's "
@@ -81,7 +81,8 @@ class StateCache:
             if not files or not stores or files / stores <= self.cache_mb * 2**20:
                 continue
             want = cache_mb_for(files / stores)
-            if self.checkpoint and want > (_recorded(self.checkpoint) or 0):
+            if self.checkpoint and want > (self.recorded or 0):  # the file is read once, at start
+                self.recorded = want
                 tmp = os.path.join(self.checkpoint, CACHE_FILE + ".tmp")
                 with open(tmp, "w", encoding="utf-8") as handle:
                     json.dump({"block_cache_mb": want, "store_file_bytes": int(files / stores)}, handle)

@@ -3,7 +3,8 @@ pipeline, key and window, updated by every pane and CORRECTION through one Delta
 batch (delta-rs; Spark SQL's ``MERGE`` when the session has Delta), exactly once per batch by
 the same app transaction as an append (delta-rs: the commit's transaction; delta-spark: the
 ``spark.databricks.delta.write.txnAppId`` / ``txnVersion`` session settings, which its ``MERGE``
-checks). A session pane deletes the rows of the sessions it supersedes (its ``merged_from``)."""
+checks). A session pane deletes the rows of the sessions it supersedes (its ``merged_from``),
+and a superseded session's pane is not written, even one of the same batch."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from .schema import superseded
 
 __all__ = ["MERGE_KEYS", "merge_rows", "merge_rust", "merge_spark", "insert_rust", "insert_spark"]
 
@@ -21,25 +24,22 @@ _OP = "_et_op"  # upsert / delete: what the source row does to the table's row
 
 def merge_rows(data: pa.Table) -> pa.Table:
     """The batch's rows as a ``MERGE`` source: each window's last pane (the highest index) to
-    upsert, then a row to delete for every superseded session that no pane of the batch has."""
+    upsert, but for the sessions a pane of the batch supersedes, whose rows are deleted."""
     order = pc.sort_indices(data, sort_keys=[(c, "ascending") for c in MERGE_KEYS] + [("pane_index", "descending")])
     data = data.take(order)
+    columns = [data.column(c).to_pylist() for c in MERGE_KEYS]
+    gone: set = set()
+    if "merged_from" in data.column_names:
+        gone = superseded(list(zip(columns[0], columns[1])), columns[2], columns[3],
+                          data.column("merged_from").to_pylist())
     seen: set = set()
     keep = []
-    columns = [data.column(c).to_pylist() for c in MERGE_KEYS]
     for i, k in enumerate(zip(*columns)):
-        if k not in seen:
-            seen.add(k)
+        if k not in seen and ((k[0], k[1]), k[2], k[3]) not in gone:
             keep.append(i)
+        seen.add(k)
     upserts = data.take(pa.array(keep, pa.int64())).append_column(_OP, pa.array(["upsert"] * len(keep)))
-    deletes = []
-    if "merged_from" in data.column_names:
-        for row in data.select(["pipeline", "key", "merged_from"]).to_pylist():
-            for b in row["merged_from"] or ():
-                k = (row["pipeline"], row["key"], b["start"], b["end"])
-                if k not in seen:
-                    seen.add(k)
-                    deletes.append(k)
+    deletes = sorted((p, k, s, e) for (p, k), s, e in gone)
     if not deletes:
         return upserts
     delete_rows = {c: pa.array([d[i] for d in deletes], data.schema.field(c).type) for i, c in enumerate(MERGE_KEYS)}

@@ -8,7 +8,8 @@ chunk, savepoints, and three tables:
   ``written_at``; unique on (key columns, ``window_start``, ``window_end``) with nulls not
   distinct (a null key is a key). The latest pane wins: a pane replaces the stored one only
   when its ``pane_index`` is not lower, and of several panes of one window in a batch only
-  the last is written. Created when missing (``create_table=True``), from the first batch's
+  the last is written; a session pane deletes the rows of the sessions it supersedes (its
+  ``merged_from``). Created when missing (``create_table=True``), from the first batch's
   columns; an existing table is used as it is (it needs that unique constraint);
 * the **ledger** (``ledger_table``, shared by sinks): ``(pipeline, target, query_id,
   batch_id)`` of every committed batch, inserted in the batch's transaction;
@@ -18,10 +19,6 @@ chunk, savepoints, and three tables:
 
 from __future__ import annotations
 
-import datetime as _dt
-import decimal
-import functools
-import json
 from typing import Any, Optional, Sequence
 
 import pyarrow as pa
@@ -29,59 +26,13 @@ import pyarrow.compute as pc
 
 from ..ops.json_text import key_json
 from .batch import BatchSink, RejectedRow
-from .schema import PANE_REQUIRED
+from .postgres_types import dumps as _dumps
+from .postgres_types import postgres_type
+from .schema import PANE_REQUIRED, superseded
 
 __all__ = ["PostgresSink", "postgres_type"]
 
 _MAX_PARAMS = 65535  # PostgreSQL's limit of bind parameters in one statement
-
-
-def postgres_type(dtype: pa.DataType) -> str:
-    """The PostgreSQL column type the sink creates for an Arrow type.
-
-    >>> postgres_type(pa.int64()), postgres_type(pa.timestamp("us", tz="UTC")), postgres_type(pa.decimal128(10, 2))
-    ('bigint', 'timestamptz', 'numeric(10,2)')
-    """
-    if pa.types.is_boolean(dtype):
-        return "boolean"
-    if pa.types.is_int8(dtype) or pa.types.is_int16(dtype) or pa.types.is_uint8(dtype):
-        return "smallint"
-    if pa.types.is_int32(dtype) or pa.types.is_uint16(dtype):
-        return "integer"
-    if pa.types.is_int64(dtype) or pa.types.is_uint32(dtype):
-        return "bigint"
-    if pa.types.is_uint64(dtype):
-        return "numeric(20,0)"
-    if pa.types.is_float16(dtype) or pa.types.is_float32(dtype):
-        return "real"
-    if pa.types.is_float64(dtype):
-        return "double precision"
-    if pa.types.is_decimal(dtype):
-        return f"numeric({dtype.precision},{dtype.scale})"
-    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype) or pa.types.is_null(dtype):
-        return "text"
-    if pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype):
-        return "bytea"
-    if pa.types.is_timestamp(dtype):
-        return "timestamptz" if dtype.tz else "timestamp"
-    if pa.types.is_date(dtype):
-        return "date"
-    if pa.types.is_nested(dtype):
-        return "jsonb"
-    raise TypeError(f"no PostgreSQL type for the Arrow type {dtype}")
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (_dt.datetime, _dt.date)):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, bytes):
-        return value.hex()
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
-_dumps = functools.partial(json.dumps, default=_json_default, sort_keys=True)
 
 
 def _name(value: Any, parameter: str) -> str:
@@ -296,8 +247,10 @@ class PostgresSink(BatchSink):
         return row is not None
 
     def record(self, conn: Any, query_id: str, batch_id: int, rows: int, rejected: int) -> None:
+        """The batch's last statements: the superseded sessions' rows deleted, its ledger row."""
         from psycopg import sql
 
+        self._delete_superseded(conn)
         conn.execute(
             sql.SQL("INSERT INTO {} (pipeline, target, query_id, batch_id, rows, rejected) VALUES (%s, %s, %s, %s, %s, %s)").format(
                 self._ident(self.ledger_table)),
@@ -352,6 +305,14 @@ class PostgresSink(BatchSink):
             j = latest.get(window)
             if j is None or indexes[i] >= indexes[j]:
                 latest[window] = i
+        # a session a pane of the batch supersedes: its stored row deleted, none of its panes written
+        self._gone: list = []
+        if "merged_from" in names:
+            unit = table.schema.field("window_start").type
+            gone = superseded(keys, starts, ends, _bounds(table.column("merged_from"), unit))
+            latest = {w: i for w, i in latest.items() if w not in gone}
+            key_values = dict(zip(keys, zip(*(table.column(c).to_pylist() for c in self._keys)))) if self._keys else {"": ()}
+            self._gone = [(*key_values[k], *pa.array([s, e], pa.int64()).cast(unit).to_pylist()) for k, s, e in sorted(gone)]
         last = [latest[window] for window in sorted(latest)]
         picked = table.take(pa.array(last, pa.int64()))
         columns = list(names) + ["query_id", "batch_id"]
@@ -367,6 +328,17 @@ class PostgresSink(BatchSink):
         self._columns_per_row = len(columns)
         self._columns = columns
         return columns, list(zip(*values)), last
+
+    def _delete_superseded(self, conn: Any) -> None:
+        """Delete the rows of the sessions the batch's panes supersede (their ``merged_from``): one
+        row per current window, as in ``DeltaResultsSink``'s upsert table."""
+        from psycopg import sql
+
+        if self._gone:
+            keys = [sql.SQL("{} IS NOT DISTINCT FROM %s AND ").format(sql.Identifier(k)) for k in self._keys]
+            with conn.cursor() as cur:
+                cur.executemany(sql.SQL("DELETE FROM {} WHERE {}window_start = %s AND window_end = %s").format(
+                    self._ident(self.table), sql.SQL("").join(keys)), self._gone)
 
     def chunks(self, rows: Sequence[tuple]) -> list[tuple[int, int]]:
         cap = max(1, _MAX_PARAMS // self._columns_per_row)
@@ -398,3 +370,16 @@ class PostgresSink(BatchSink):
         row_sql = sql.SQL("({})").format(sql.SQL(", ").join(sql.Placeholder() * len(columns)))
         statement = self._head + sql.SQL(", ").join([row_sql] * len(rows)) + self._tail
         conn.execute(statement, [v for row in rows for v in row])
+
+
+def _bounds(merged_from: Any, unit: pa.DataType) -> list:
+    """Each pane's ``merged_from`` bounds as integers of the window columns' unit."""
+    out: list = [[] for _ in range(len(merged_from))]
+    flat = pc.list_flatten(merged_from)
+    if not len(flat):  # (no bounds: a list of nulls, when the column was inferred from empty lists)
+        return out
+    parents = pc.list_parent_indices(merged_from).to_pylist()
+    starts, ends = (pc.cast(pc.cast(pc.struct_field(flat, [i]), unit), pa.int64()).to_pylist() for i in (0, 1))
+    for p, s, e in zip(parents, starts, ends):
+        out[p].append({"start": s, "end": e})
+    return out

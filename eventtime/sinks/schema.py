@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from ..ops.json_text import keys_json
 
-__all__ = ["TS", "RECORD_SCHEMA", "LATE_META_SCHEMA", "PANE_META_SCHEMA", "PANE_REQUIRED", "TABLE_COLUMNS"]
+__all__ = ["TS", "RECORD_SCHEMA", "LATE_META_SCHEMA", "PANE_META_SCHEMA", "PANE_REQUIRED", "TABLE_COLUMNS", "superseded"]
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -54,6 +54,18 @@ LATE_META_SCHEMA = pa.schema(
 PANE_REQUIRED = ("window_start", "window_end", "pane_timing", "pane_index", "is_final")
 #: Session panes: the bounds of the earlier panes of the key that the pane supersedes.
 MERGED_FROM_TYPE = pa.list_(pa.struct([("start", TS), ("end", TS)]))
+
+
+def superseded(keys: list, starts: list, ends: list, merged_from: list) -> set:
+    """The windows ``(key, start, end)`` a batch's session panes supersede (their ``merged_from``):
+    a one-row-per-window table deletes their rows and writes none of their panes, not even one of
+    the same batch (a session that grew within the batch).
+
+    >>> superseded(["a", "a"], [0, 0], [15, 20], [[], [{"start": 0, "end": 15}]])
+    {('a', 0, 15)}
+    """
+    return {(k, b["start"], b["end"]) for k, s, e, bounds in zip(keys, starts, ends, merged_from)
+            for b in (bounds or ()) if (b["start"], b["end"]) != (s, e)}
 PANE_META_SCHEMA = pa.schema(
     [
         ("pipeline", pa.string()),

@@ -21,9 +21,9 @@ __all__ = ["Aggregation", "count", "sum", "min", "max", "mean", "first", "last",
            "pane_columns", "NOT_IN_PANE"]
 
 #: Suffixes of a pane's accumulator columns: a mean's exact sum and number of values, first /
-#: last's event time of the value (epoch ms). With them every built-in aggregation's pane merges
-#: with more records (reconcile).
-ACC_SUM, ACC_N, ACC_MS = STRINGS["ACC_SUM"], STRINGS["ACC_N"], STRINGS["ACC_MS"]
+#: last's event time of the value (epoch ms), a mergeable Spark SQL aggregation's buffer (the
+#: bytes Spark writes it as). With them a pane merges with more records (reconcile).
+ACC_SUM, ACC_N, ACC_MS, ACC_BUFFER = STRINGS["ACC_SUM"], STRINGS["ACC_N"], STRINGS["ACC_MS"], STRINGS["ACC_BUFFER"]
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -102,6 +102,8 @@ class Aggregation:
     #: The ``pyspark.sql.Column`` a ``sql`` aggregation was made from (``expression`` is then its display
     #: text, resolved to SQL text by window_aggregate over the input's columns).
     _column: Any = field(default=None, repr=False, compare=False)
+    #: A ``sql`` aggregation whose panes carry its buffer (:func:`agg`, ``mergeable=True``).
+    mergeable: bool = False
 
     def __post_init__(self) -> None:
         _check_name(self.kind, "kind")
@@ -125,6 +127,10 @@ class Aggregation:
                 _check_name(self.result_type, "result_type")
         elif self.result_type is not None:
             raise ValueError(f"result_type is for user-defined aggregations (eventtime.aggregate), not kind {self.kind!r}")
+        if not isinstance(self.mergeable, bool):
+            raise TypeError(f"mergeable must be a bool, got {type(self.mergeable).__name__} {self.mergeable!r}")
+        if self.mergeable and self.kind != SQL_AGGREGATE:
+            raise ValueError(f"mergeable is for Spark SQL aggregations (eventtime.agg), not kind {self.kind!r}")
 
     def to_dict(self) -> dict:
         """The aggregation as the spec's object (a built-in one; :meth:`from_dict` reads it back).
@@ -136,7 +142,8 @@ class Aggregation:
             raise ValueError(f"aggregation {self.name!r} is user-defined (eventtime.aggregate): it has no spec, "
                              f"its functions run in Python only")
         if self.kind == SQL_AGGREGATE:
-            return {"kind": self.kind, "name": self.name, "column": None, "expression": self.expression}
+            out = {"kind": self.kind, "name": self.name, "column": None, "expression": self.expression}
+            return {**out, "mergeable": True} if self.mergeable else out
         return {"kind": self.kind, "name": self.name, "column": self.column}
 
     @classmethod
@@ -144,12 +151,13 @@ class Aggregation:
         """The built-in aggregation of a :meth:`to_dict` object.
 
         >>> Aggregation.from_dict({"kind": "count", "name": "n", "column": None})
-        Aggregation(kind='count', name='n', column=None, expression=None, result_type=None)
+        Aggregation(kind='count', name='n', column=None, expression=None, result_type=None, mergeable=False)
         """
-        spec_fields(data, "aggregation", required=("kind", "name"), optional=("column", "expression"))
+        spec_fields(data, "aggregation", required=("kind", "name"), optional=("column", "expression", "mergeable"))
         if data["kind"] == UDAF:
             raise ValueError("aggregation.kind 'udaf' has no spec: a user-defined aggregation runs in Python only")
-        return cls(data["kind"], data["name"], data.get("column"), expression=data.get("expression"))
+        return cls(data["kind"], data["name"], data.get("column"), expression=data.get("expression"),
+                   mergeable=data.get("mergeable", False))
 
     def create(self) -> Any:
         if self.kind == SQL_AGGREGATE:
@@ -209,6 +217,8 @@ class Aggregation:
             return (self.name + ACC_SUM, self.name + ACC_N)
         if self.kind in (FIRST, LAST):
             return (self.name + ACC_MS,)
+        if self.mergeable:
+            return (self.name + ACC_BUFFER,)
         return ()
 
     def pane_values(self, acc: Any) -> dict[str, Any]:
@@ -249,6 +259,9 @@ class Aggregation:
             if value is None:
                 return None
             return NOT_IN_PANE if ms is None else (ms, value)
+        if self.mergeable:  # the buffer's bytes, which only Spark reads (eventtime.spark.pane_merge)
+            held = values.get(self.name + ACC_BUFFER)
+            return NOT_IN_PANE if held is None else bytes(held)
         return NOT_IN_PANE
 
     def result(self, acc: Any) -> Any:
@@ -344,7 +357,7 @@ def aggregate(
     return Aggregation(UDAF, name, column, create, add, merge, result, result_type=result_type)
 
 
-def agg(expression: Any, name: Optional[str] = None) -> Aggregation:
+def agg(expression: Any, name: Optional[str] = None, mergeable: bool = False) -> Aggregation:
     """A Spark SQL aggregate expression in eventtime's windows, run by the Spark engine with
     Spark's own implementation of the function: every built-in aggregate function
     (``percentile_approx(latency_ms, 0.95)``, ``approx_count_distinct(user_id)``,
@@ -353,6 +366,9 @@ def agg(expression: Any, name: Optional[str] = None) -> Aggregation:
     ``expression`` is SQL text or a ``pyspark.sql.Column`` (``F.percentile_approx("latency_ms",
     0.95)``). ``name`` is the output column (default: the expression's words joined by ``_``).
     The reference model does not run these.
+
+    ``mergeable=True``: each pane also carries the buffer as Spark writes it (``<name>__buffer``),
+    so that ``eventtime.reconcile`` merges late records into it (its bytes in every pane written).
 
     >>> p95 = agg("percentile_approx(latency_ms, 0.95)", name="p95_latency_ms")
     >>> p95.kind, p95.expression
@@ -376,7 +392,7 @@ def agg(expression: Any, name: Optional[str] = None) -> Aggregation:
         import re
 
         name = "_".join(re.findall(r"[0-9A-Za-z]+", expression)).lower() or "agg"
-    return Aggregation(SQL_AGGREGATE, name, None, expression=expression.strip(), _column=column)
+    return Aggregation(SQL_AGGREGATE, name, None, expression=expression.strip(), _column=column, mergeable=mergeable)
 
 
 def _is_spark_column(value: Any) -> bool:

@@ -22,22 +22,23 @@ from typing import Any, Hashable, Iterable, Mapping, Optional
 from .aggregations import NOT_IN_PANE, Aggregation
 from .config import EngineConfig
 from .contract import STRINGS
-from .kinds import BUILTIN_AGGREGATIONS
+from .kinds import BUILTIN_AGGREGATIONS, SQL_AGGREGATE
 from .trigger import ACCUMULATING, FINAL_ONLY, is_expired
 from .window import Session, Window
 
 __all__ = [
     "CORRECTION", "MERGEABLE_FROM_PANE", "NOT_MERGEABLE", "WINDOW_OPEN", "CurrentPane", "LateInput",
-    "Correction", "Unreconciled", "ReconcilePlan", "unmergeable", "plan_corrections", "windows_of",
+    "Correction", "Unreconciled", "ReconcilePlan", "SparkMerge", "unmergeable", "plan_corrections", "windows_of",
 ]
 
 #: The pane timing of a pane written by reconciliation (not by the engine).
 CORRECTION = STRINGS["CORRECTION"]
 #: Aggregations whose pane holds their whole accumulator (``Aggregation.accumulator_columns``), so
-#: that a pane merges with more records.
+#: that a pane merges with more records; and Spark SQL ones made ``mergeable`` (their buffer).
 MERGEABLE_FROM_PANE = BUILTIN_AGGREGATIONS
 #: Why a too-late record is left unreconciled: the pipeline has an aggregation that cannot merge
-#: into a pane (user-defined, Spark SQL), or its window's pane lacks the accumulator ...
+#: into a pane (user-defined, Spark SQL without ``mergeable``), or its window's pane lacks the
+#: accumulator ...
 NOT_MERGEABLE = "aggregation_not_mergeable"
 #: ... or the session it would join is not yet known to be closed (a later run takes it).
 WINDOW_OPEN = "window_open"
@@ -91,6 +92,16 @@ class Unreconciled:
     detail: str = ""
 
 
+@dataclass(frozen=True)
+class SparkMerge:
+    """A Spark SQL aggregation's columns of a correction, which Spark's own merge computes
+    (:mod:`eventtime.spark.pane_merge`): the buffers of the panes merged (written bytes) and
+    the late records added."""
+
+    buffers: tuple[bytes, ...]
+    record_ids: tuple[str, ...]
+
+
 @dataclass
 class ReconcilePlan:
     corrections: list[Correction] = field(default_factory=list)
@@ -99,17 +110,24 @@ class ReconcilePlan:
 
 def unmergeable(config: EngineConfig) -> list[Aggregation]:
     """The pipeline's aggregations that cannot merge more records into a pane's value."""
-    return [agg for agg in config.aggregations if agg.kind not in MERGEABLE_FROM_PANE]
+    return [agg for agg in config.aggregations if agg.kind not in MERGEABLE_FROM_PANE and not agg.mergeable]
 
 
 def _values(config: EngineConfig, panes: list[CurrentPane], records: list[LateInput]) -> Optional[dict[str, Any]]:
     """The correction's columns (each aggregation's ``pane_values``): the records added as
     ``add`` does one at a time -- with accumulating panes (and FINAL ones, which hold everything)
     merged with the panes' accumulators; discarding, the records' alone. None when a pane does
-    not hold an accumulator (written before the accumulator columns)."""
+    not hold an accumulator (written before the accumulator columns). A Spark SQL aggregation's
+    columns are a :class:`SparkMerge`, for Spark to compute."""
     accumulating = config.accumulation == ACCUMULATING or config.emit == FINAL_ONLY
     out: dict[str, Any] = {}
     for agg in config.aggregations:
+        if agg.mergeable:
+            buffers = [agg.from_pane(pane.values) for pane in panes] if accumulating else []
+            if any(b is NOT_IN_PANE for b in buffers):
+                return None
+            out[agg.name] = SparkMerge(tuple(buffers), tuple(r.record_id for r in records))
+            continue
         acc = agg.create()
         for rec in records:
             acc = agg.add(acc, rec.values.get(agg.column) if agg.column else None, rec.ts_ms)
@@ -151,16 +169,18 @@ def plan_corrections(
     group that holds a record, or that joins two current sessions, becomes one pane whose
     ``merged_from`` lists the sessions it supersedes -- once the group is known to be closed
     (``is_expired`` at ``watermark_ms`` or a record's own watermark), else its records are left
-    ``WINDOW_OPEN``. A pipeline with an aggregation outside :data:`MERGEABLE_FROM_PANE` leaves every
-    record ``NOT_MERGEABLE``.
+    ``WINDOW_OPEN``. A pipeline with an aggregation outside :data:`MERGEABLE_FROM_PANE` (and not a
+    ``mergeable`` Spark SQL one) leaves every record ``NOT_MERGEABLE``.
     """
     late = list(late)
     plan = ReconcilePlan()
     refused = unmergeable(config)
     if refused:
         names = ", ".join(f"{agg.name} ({agg.kind})" for agg in refused)
+        hint = "; make a Spark SQL one eventtime.agg(..., mergeable=True)" if any(
+            a.kind == SQL_AGGREGATE for a in refused) else ""
         plan.left = [Unreconciled(r.record_id, NOT_MERGEABLE, f"the pipeline's {names} cannot merge into a pane's "
-                                  f"value") for r in late]
+                                  f"value{hint}") for r in late]
         return plan
     panes: dict[Hashable, dict[Window, CurrentPane]] = {}
     for pane in current:
@@ -195,7 +215,8 @@ def plan_corrections(
 
 def _no_accumulator(record: LateInput, window: Window) -> Unreconciled:
     return Unreconciled(record.record_id, NOT_MERGEABLE, f"the pane of {window} does not hold the accumulators "
-                        f"(written before eventtime carried them, or a mean's sum outside bigint)")
+                        f"(written before eventtime carried them, or before a Spark SQL aggregation was mergeable, or "
+                        f"a mean's sum outside bigint)")
 
 
 def _plan_sessions(config: EngineConfig, key: Hashable, panes: dict[Window, CurrentPane], records: list[LateInput],

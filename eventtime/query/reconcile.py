@@ -201,7 +201,9 @@ def reconcile(
         since: only late records detected at or after this instant.
         watermark_ms: the stream's watermark, when known (a stream that ended: ``END_OF_INPUT_MS``);
             by default the highest the tables prove. Sessions are corrected once closed under it.
-        engine, spark: how the results table is written (:class:`~eventtime.DeltaResultsSink`).
+        engine, spark: how the results table is written (:class:`~eventtime.DeltaResultsSink`);
+            ``spark`` also merges a pipeline's mergeable Spark SQL aggregations (by default the
+            active session, else a local one started for it).
         dry_run: plan and report, write nothing.
 
     Example:
@@ -212,15 +214,20 @@ def reconcile(
     _refuse_late(late, storage_options, spark)
     store = open_results(results, storage_options, engine, spark)
     with one_run_at_a_time(late):
-        return _run(late, store, pipeline, since, watermark_ms, storage_options, dry_run, started)
+        return _run(late, store, pipeline, since, watermark_ms, storage_options, dry_run, started, spark)
 
 
 def _run(late: str, store: Any, pipeline: Optional[str], since: Optional[_dt.datetime], watermark_ms: Optional[int],
-         storage_options: Optional[Mapping[str, str]], dry_run: bool, started: float) -> ReconcileReport:
+         storage_options: Optional[Mapping[str, str]], dry_run: bool, started: float, spark: Any) -> ReconcileReport:
     if pipeline is None and not store.key_column:
         pipeline = store.sink.pipeline
     pipeline, document = _pipeline(late, store, pipeline, storage_options)
     config, keys = EngineConfig.from_spec(document["config"]), list(document["keys"])
+    merger = None
+    if any(agg.mergeable for agg in config.aggregations):  # Spark SQL ones: merged by Spark's own functions
+        from ..spark.pane_merge import merging_session
+
+        merger = merging_session(config, document, pipeline, spark)
     import pyarrow.dataset as pds
 
     results_table, res_schema = store.read(pipeline, keys)
@@ -248,6 +255,12 @@ def _run(late: str, store: Any, pipeline: Optional[str], since: Optional[_dt.dat
         left[NO_RECORD_ID] = [f"{r['key']}@{r['event_time']}" for r in no_id]
     pending = [r for r in late_rows if r.get("record_id") is not None and r["record_id"] not in done]
     values, bad = late_values(config, [r["payload"] for r in pending], res_schema)
+    if merger is not None:
+        from ..spark.pane_merge import unreadable_payloads
+
+        readable = [i for i in range(len(pending)) if i not in bad]
+        unread = unreadable_payloads(merger, document["record_type"], [pending[i]["payload"] for i in readable])
+        bad.update({readable[j]: why for j, why in unread.items()})
     for i in sorted(bad):
         left.setdefault(PAYLOAD_UNREADABLE, []).append(pending[i]["record_id"])
     inputs = [LateInput(r["record_id"], r["key"], r["event_time"], r["watermark"], v,
@@ -260,6 +273,11 @@ def _run(late: str, store: Any, pipeline: Optional[str], since: Optional[_dt.dat
                             watermark_ms if watermark_ms is not None else proved)
     for u in plan.left:
         left.setdefault(u.reason, []).append(u.record_id)
+    if merger is not None and plan.corrections:
+        from ..spark.pane_merge import merge_in_spark
+
+        plan.corrections = merge_in_spark(merger, config, document["record_type"], plan.corrections,
+                                          {r["record_id"]: r["payload"] for r in pending})
     used = {i for c in plan.corrections for i in c.record_ids}
     report = ReconcileReport(pipeline, None, False, len(late_rows), len(used), len(plan.corrections),
                              sum(1 for c in plan.corrections if c.merged_from), left,

@@ -304,6 +304,8 @@ def window_aggregate(
                 "end_of_input_signal": signal_path,
                 "tick_signal": tick_signal,
                 "config": config.to_spec(),
+                # the rows a mergeable Spark SQL aggregation reads, for reconcile to read late payloads as
+                **({"record_type": record_type.json()} if any(a.mergeable for a in engine_aggs) else {}),
             }
         )
         # One projection of the operator's struct: Spark's optimizer would merge two every batch.

@@ -58,13 +58,15 @@ def _agg_type(agg: Aggregation, schema: T.StructType) -> T.DataType:
 
 def pane_fields(agg: Aggregation, result: T.DataType, schema: T.StructType) -> list[T.StructField]:
     """The output columns of one aggregation: its value, then its accumulator columns (a mean's
-    sum, typed as ``sum`` of its column, and number of values; first / last's event time)."""
+    sum, typed as ``sum`` of its column, and number of values; first / last's event time; a
+    mergeable Spark SQL aggregation's buffer, binary)."""
     extra = agg.accumulator_columns()
     if agg.kind == MEAN:
         total, n = extra
         return [T.StructField(agg.name, result), T.StructField(total, _agg_type(_agg.sum(agg.column), schema)),
                 T.StructField(n, T.LongType())]
-    return [T.StructField(agg.name, result), *(T.StructField(name, T.LongType()) for name in extra)]
+    extra_type = T.BinaryType() if agg.mergeable else T.LongType()
+    return [T.StructField(agg.name, result), *(T.StructField(name, extra_type) for name in extra)]
 
 
 def output_schema(key_fields: Sequence[T.StructField], agg_fields: Sequence[T.StructField]) -> T.StructType:

@@ -101,7 +101,8 @@ class Router:
                 bind(out.sparkSession, [other for other in sinks if other is not sink],
                      **({"columns": columns} if wants else {}))
             if sink is panes or sink is late:  # what eventtime late reconcile reads: the pipeline the tables hold
-                getattr(sink, "record_pipeline", lambda _document: None)({"config": self.meta["config"], "keys": self.keys})
+                getattr(sink, "record_pipeline", lambda _document: None)(
+                    {k: self.meta[k] for k in ("config", "keys", "record_type") if k in self.meta})
         self.alerter = alerter
         self.pipeline = pipeline
         self.progress = progress

@@ -81,7 +81,7 @@ def engine_aggregations(spark, record_type: T.StructType, aggregations: Sequence
                     agg._column._jc, spark._jsparkSession.parseDataType(record_type.json()))
             except Exception as exc:
                 raise _refused(i, agg, agg.expression, exc, record_type) from None
-            agg = Aggregation(SQL_AGGREGATE, agg.name, expression=text)
+            agg = Aggregation(SQL_AGGREGATE, agg.name, expression=text, mergeable=agg.mergeable)
         engine.append(agg)
         if agg.kind != SQL_AGGREGATE:
             continue

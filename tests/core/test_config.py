@@ -148,3 +148,28 @@ def test_a_user_defined_aggregation_has_no_spec():
     udaf = eventtime.aggregate("top", "x", create=list, add=lambda a, v: a + [v], merge=lambda a, b: a + b, result=len)
     with pytest.raises(ValueError, match="'top' is user-defined"):
         EngineConfig(eventtime.Session(10), (udaf,)).to_spec()
+
+
+def test_a_mergeable_spark_sql_aggregation_carries_its_buffer_column_and_round_trips_the_spec():
+    from eventtime.core.aggregations import NOT_IN_PANE
+
+    p95 = eventtime.agg("percentile_approx(ms, 0.95)", "p95", mergeable=True)
+    assert p95.accumulator_columns() == ("p95__buffer",)
+    assert eventtime.pane_columns([eventtime.count(), p95]) == ["count", "p95", "p95__buffer"]
+    assert p95.from_pane({"p95": 3.0, "p95__buffer": memoryview(b"\x01\x02")}) == b"\x01\x02"
+    assert p95.from_pane({"p95": 3.0}) is NOT_IN_PANE
+    config = EngineConfig(Tumbling(1000), (eventtime.count(), p95, eventtime.agg("stddev(ms)", "sd")))
+    spec = config.to_spec()
+    assert [a.get("mergeable") for a in spec["aggregations"]] == [None, True, None]
+    assert EngineConfig.from_spec(spec).aggregations == config.aggregations
+    assert eventtime.agg("stddev(ms)", "sd").accumulator_columns() == ()
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda: eventtime.agg("stddev(ms)", mergeable="yes"), TypeError, "mergeable must be a bool"),
+    (lambda: eventtime.Aggregation("count", "n", mergeable=True), ValueError,
+     "mergeable is for Spark SQL aggregations"),
+])
+def test_mergeable_is_checked(make, error, message):
+    with pytest.raises(error, match=message):
+        make()

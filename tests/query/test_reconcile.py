@@ -473,3 +473,23 @@ def test_an_unwritable_results_path_is_refused_naming_it_and_nothing_is_written(
     with pytest.raises(ValueError, match=f"the table path '{blocker}/results' cannot be written"):
         eventtime.reconcile(s.late_path, str(blocker / "results"))
     assert DeltaTable(s.late_path).version() == late_version
+
+
+def test_a_mergeable_spark_sql_aggregation_is_planned_as_a_merge_of_the_panes_buffers_and_the_records():
+    """The pure plan (Spark computes the values: tests/spark/test_reconcile_sql.py): accumulating,
+    the pane's buffer and the records; discarding, the records alone; a pane without the buffer,
+    or a Spark SQL aggregation that is not mergeable, leaves the records listed."""
+    from eventtime.core.reconcile import CurrentPane, LateInput, SparkMerge, plan_corrections
+
+    hll = eventtime.agg("approx_count_distinct(v)", "hll", mergeable=True)
+    pane = CurrentPane("k", Window(0, 1000), 2, {"count": 2, "hll": 2, "hll__buffer": b"buf"})
+    late = [LateInput("r1", "k", 100, 5000, {}), LateInput("r2", "k", 200, 5000, {})]
+    plan = plan_corrections(EngineConfig(Tumbling(1000), (count(), hll)), [pane], late)
+    assert [(c.index, c.values) for c in plan.corrections] == [(3, {"count": 4, "hll": SparkMerge((b"buf",), ("r1", "r2"))})]
+    discarding = EngineConfig(Tumbling(1000), (count(), hll), accumulation="discarding")
+    assert plan_corrections(discarding, [pane], late).corrections[0].values["hll"] == SparkMerge((), ("r1", "r2"))
+    old = CurrentPane("k", Window(0, 1000), 2, {"count": 2, "hll": 2})
+    assert {u.reason for u in plan_corrections(EngineConfig(Tumbling(1000), (count(), hll)), [old], late).left} == {NOT_MERGEABLE}
+    plain = EngineConfig(Tumbling(1000), (count(), eventtime.agg("approx_count_distinct(v)", "hll")))
+    left = plan_corrections(plain, [pane], late).left
+    assert len(left) == 2 and "mergeable=True" in left[0].detail and not plan_corrections(plain, [pane], late).corrections

@@ -200,9 +200,15 @@ public final class Acc {
 
   /**
    * A pane's first accumulator column ({@link Layout#oAccA}): a mean's exact sum (an integer sum
-   * outside bigint: null, as eventtime/core/aggregations.py pane_values), first / last's event time.
+   * outside bigint: null, as eventtime/core/aggregations.py pane_values), first / last's event time,
+   * a mergeable Spark SQL aggregation's buffer as it is written (a new one's over no record).
    */
   public Object accumulatorA(Spec spec, int i) {
+    if (spec.kinds[i] == Spec.SQL) {
+      if (v instanceof byte[]) return ((byte[]) v).clone();
+      SqlAggregate sql = spec.sqlAggs[i];
+      return sql.write(v == null ? sql.create() : buffer(sql));
+    }
     if (n == 0) return null;
     if (spec.kinds[i] != Spec.MEAN) return t;
     if (spec.aggIntegral[i]) return fitsLong() ? (Object) lo : null;

@@ -43,7 +43,7 @@ final class Layout {
   // operator input
   final int cls, ms, part, off, reason, raw, n, tmax, rec, p0, width;
   // output
-  // output: each aggregation's value and accumulator columns (ACC_SUM / ACC_N, or ACC_MS; else -1)
+  // output: each aggregation's value and accumulator columns (ACC_SUM / ACC_N, ACC_MS or ACC_BUFFER; else -1)
   final int[] oAgg, oAccA, oAccB;
   final int oWs, oWe, oTiming, oIndex, oFinal, oReason, oEventTime, oRaw, oWatermark, oLateness, oPart, oOff,
       oPayload, oStatMax, oStatRows, oStatDelays, oMerged, oRec, oWidth;
@@ -81,7 +81,8 @@ final class Layout {
       String name = spec.aggNames[i];
       oAgg[i] = out.fieldIndex(name);
       boolean mean = spec.kinds[i] == Spec.MEAN, firstLast = spec.kinds[i] == Spec.FIRST || spec.kinds[i] == Spec.LAST;
-      oAccA[i] = mean ? out.fieldIndex(name + Contract.ACC_SUM) : firstLast ? out.fieldIndex(name + Contract.ACC_MS) : -1;
+      oAccA[i] = mean ? out.fieldIndex(name + Contract.ACC_SUM) : firstLast ? out.fieldIndex(name + Contract.ACC_MS)
+          : spec.aggMergeable[i] ? out.fieldIndex(name + Contract.ACC_BUFFER) : -1;
       oAccB[i] = mean ? out.fieldIndex(name + Contract.ACC_N) : -1;
       paneColumns += 1 + (oAccA[i] >= 0 ? 1 : 0) + (oAccB[i] >= 0 ? 1 : 0);
     }

@@ -57,6 +57,8 @@ public final class Spec implements Serializable {
   /** Each Spark SQL aggregation's function (null for the built-in kinds), and whether there is one. */
   public final SqlAggregate[] sqlAggs;
   public boolean hasSql;
+  /** Spark SQL aggregations whose panes carry their buffer's bytes (Contract.ACC_BUFFER). */
+  public final boolean[] aggMergeable;
   /** The record as Spark's internal row, for the SQL aggregations (per task). */
   private transient scala.Function1<Object, Object> toInternal;
   private transient Object[] lastInternal;
@@ -144,6 +146,7 @@ public final class Spec implements Serializable {
       aggDecimal = new boolean[a];
       aggDecimalScale = new int[a];
       sqlAggs = new SqlAggregate[a];
+      aggMergeable = new boolean[a];
       for (int i = 0; i < a; i++) {
         JsonNode g = aggs.get(i);
         aggKinds[i] = g.get("kind").asText();
@@ -158,6 +161,7 @@ public final class Spec implements Serializable {
           sqlAggs[i] = SqlAggregate.of(g.get("expression").asText(), recordType);
           aggFields[i] = RECORD;
           hasSql = true;
+          aggMergeable[i] = g.has("mergeable") && g.get("mergeable").asBoolean();
         }
       }
     } catch (java.io.IOException e) {

@@ -177,8 +177,8 @@ def plan_corrections(
     refused = unmergeable(config)
     if refused:
         names = ", ".join(f"{agg.name} ({agg.kind})" for agg in refused)
-        hint = "; make a Spark SQL one eventtime.agg(..., mergeable=True)" if any(
-            a.kind == SQL_AGGREGATE for a in refused) else ""
+        hint = ("; make a Spark SQL one eventtime.agg(..., mergeable=True) (a Python one, which the Spark engine "
+                "runs as collect_list, does not merge)") if any(a.kind == SQL_AGGREGATE for a in refused) else ""
         plan.left = [Unreconciled(r.record_id, NOT_MERGEABLE, f"the pipeline's {names} cannot merge into a pane's "
                                   f"value{hint}") for r in late]
         return plan

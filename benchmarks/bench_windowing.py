@@ -147,12 +147,19 @@ class _Probe:
             self.pane_ends[batch_id] = (now, window_ends)
 
 
-def run_native(spark, data: str, work: str, window: tuple, files: int, measure_bytes: bool = False, files_per_batch: int = 1) -> dict:
+def _read(spark, data: str, files_per_batch: int, source=None):
+    """The stream both engines read: the parquet files one (or ``files_per_batch``) per
+    micro-batch, or ``source(spark)`` (bench_kafka.py: a Kafka topic)."""
+    return source(spark) if source else spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", files_per_batch).parquet(data)
+
+
+def run_native(spark, data: str, work: str, window: tuple, files: int, measure_bytes: bool = False, files_per_batch: int = 1,
+               source=None) -> dict:
     from pyspark.sql import functions as F
 
     checkpoint = os.path.join(work, "chk")
     probe = _Probe(checkpoint, measure_bytes)
-    src = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", files_per_batch).parquet(data)
+    src = _read(spark, data, files_per_batch, source)
     agg = (
         src.withColumn("et", F.timestamp_millis("ts"))
         .withWatermark("et", f"{B_MS + L_MS} milliseconds")
@@ -172,7 +179,8 @@ def run_native(spark, data: str, work: str, window: tuple, files: int, measure_b
                   .start(), files, probe, counts)
 
 
-def run_eventtime(spark, data: str, work: str, window, files: int, measure_bytes: bool = False, files_per_batch: int = 1) -> dict:
+def run_eventtime(spark, data: str, work: str, window, files: int, measure_bytes: bool = False, files_per_batch: int = 1,
+                  source=None) -> dict:
     """``window``: a window, or ``(window, watermark_options)`` (e.g. per-partition watermarks)."""
     import eventtime
 
@@ -180,7 +188,7 @@ def run_eventtime(spark, data: str, work: str, window, files: int, measure_bytes
 
     checkpoint = os.path.join(work, "chk")
     probe = _Probe(checkpoint, measure_bytes)
-    src = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", files_per_batch).parquet(data)
+    src = _read(spark, data, files_per_batch, source)
     events = src.transform(
         eventtime.with_event_time("ts", unit="ms", max_out_of_orderness=B_MS, min_valid="2020-01-01", max_future="3650 days")
     )
@@ -210,14 +218,15 @@ def run_eventtime(spark, data: str, work: str, window, files: int, measure_bytes
                   files, probe, counts)
 
 
-def run_floor(spark, data: str, work: str, window, files: int, measure_bytes: bool = False, files_per_batch: int = 1) -> dict:
+def run_floor(spark, data: str, work: str, window, files: int, measure_bytes: bool = False, files_per_batch: int = 1,
+              source=None) -> dict:
     """The passthrough floor: the same streaming read of the same files, each micro-batch counted
     and summed (one row to the driver), nothing kept. What any engine spends reading the data."""
     from pyspark.sql import functions as F
 
     checkpoint = os.path.join(work, "chk")
     probe = _Probe(checkpoint, measure_bytes)
-    src = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", files_per_batch).parquet(data)
+    src = _read(spark, data, files_per_batch, source)
     seen = {"rows_out": 0, "rows_seen": 0}
 
     def sink(df, batch_id):
@@ -242,6 +251,8 @@ def _timed(start, files: int, probe: _Probe, counts: dict) -> dict:
 
 
 def _drain(query, last_offset: int) -> None:
+    """Until the source's end offset reaches ``last_offset``: the file source's log offset, or a
+    Kafka topic's offsets summed over its partitions."""
     while True:
         query.processAllAvailable()
         if query.exception() is not None:
@@ -251,7 +262,7 @@ def _drain(query, last_offset: int) -> None:
         end = sources[0].get("endOffset")
         if isinstance(end, str):
             end = json.loads(end)
-        if end and int(end["logOffset"]) >= last_offset:
+        if end and int(end["logOffset"] if "logOffset" in end else sum(sum(p.values()) for p in end.values())) >= last_offset:
             break
         time.sleep(0.1)
     query.processAllAvailable()  # the no-data batch after the flush file
@@ -306,13 +317,13 @@ def _set_partitions(spark, n: int) -> None:
 
 
 def _run(engine: str, spark, data: str, work: str, window, files: int, partitions: int, measure_bytes: bool = False,
-         files_per_batch: int = 1) -> dict:
+         files_per_batch: int = 1, source=None) -> dict:
     run_dir = os.path.join(work, f"{engine}-{partitions}-{time.monotonic_ns()}")
     os.makedirs(run_dir)
     _set_partitions(spark, partitions)
     runner = {"native": run_native, "floor": run_floor}.get(engine, run_eventtime)
     compiled = _classes_compiled(spark)
-    result = runner(spark, data, run_dir, window, files, measure_bytes, files_per_batch)
+    result = runner(spark, data, run_dir, window, files, measure_bytes, files_per_batch, source)
     result.update(engine=engine, shuffle_partitions=partitions, classes_compiled=_classes_compiled(spark) - compiled)
     shutil.rmtree(run_dir, ignore_errors=True)
     return result
@@ -467,11 +478,13 @@ def suite_tiny(spark, work: str, args) -> list[str]:
     ]
 
 
-def bench_session(extra: dict | None = None):
-    """The benchmarks' local session (both engines alike), with ``extra`` Spark conf."""
+def bench_session(extra: dict | None = None, kafka: bool = False):
+    """The benchmarks' local session (both engines alike), with ``extra`` Spark conf (and Spark's
+    Kafka source)."""
     from eventtime.spark import local_session
 
     return local_session(
+        kafka=kafka,
         extra_conf={
             "spark.driver.memory": "6g",
             "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",

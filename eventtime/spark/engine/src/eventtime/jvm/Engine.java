@@ -53,6 +53,7 @@ public final class Engine {
    * row, the record nulled where it is not needed.
    */
   static Dataset<Row> mapInput(Dataset<Row> input, Spec spec) {
+    input = withBarrier(input);
     StructType schema = input.schema();
     int nk = spec.keyFields.length, na = spec.aggKinds.length;
     // a Spark SQL aggregation reads the record itself (Spark's internal row in the generated
@@ -71,6 +72,19 @@ public final class Engine {
     if (!plain(schema.fields()[Layout.IN_PART].dataType())) return unfolded;
     return input.filter(functions.not(FoldExpression.column(
         spec, input.col("et__ms"), input.col("et__cls"), input.col("et__part"), columns)));
+  }
+
+  /**
+   * The input with a nondeterministic identity on its offset column: Spark's optimizer then keeps
+   * the fold's filter above the input's projection, where it reads the projected columns, instead
+   * of pushing it down into the user's own projections with each column it reads written out
+   * again (a Kafka value's {@code from_json} parsed once per field read, a text timestamp parsed
+   * once per use).
+   */
+  static Dataset<Row> withBarrier(Dataset<Row> input) {
+    UserDefinedFunction same = functions.udf((org.apache.spark.sql.api.java.UDF1<Long, Long>) x -> x, DataTypes.LongType)
+        .asNondeterministic();
+    return input.withColumn("et__off", same.apply(input.col("et__off")));
   }
 
   private static boolean plain(org.apache.spark.sql.types.DataType t) {

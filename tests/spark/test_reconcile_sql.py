@@ -116,6 +116,8 @@ def test_mergeable_sql_aggregations_reconcile_to_the_bounded_run(spark, stream_i
         report = eventtime.ReconcileReport(**json.loads(proc.stdout.strip().splitlines()[-1]))
         assert report.written and report.reconciled == report.late_records > 0 and report.left == {}, report
     after = _differ(_windows(latest_panes(results)), truth)
+    print(f"{window}: {len(truth)} windows, {len(before)} differ before reconcile, {len(after)} after; "
+          f"{report.reconciled} records in {report.corrections} corrections, {report.seconds:.1f} s")
     assert len(before) > 0 and after == [], [(w, {v: (a[v], b[v]) for v in VALUES if a and b and not _same(a[v], b[v])}) for w, a, b in after[:3]]
     again = eventtime.reconcile(os.path.join(stream, "late"), results, spark=spark)
     assert (again.written, again.reconciled, again.already) == (False, 0, report.reconciled)
@@ -172,4 +174,6 @@ def test_a_postgres_results_table_of_sessions_reconciles_its_sql_aggregations(sp
         assert report.written and report.reconciled == report.late_records > 0 and report.left == {}, report
         assert report.windows_merged > 0
         after = _differ(_pg_windows(sink), truth)
+    print(f"postgres sessions: {len(truth)} windows, {len(before)} differ before reconcile, {len(after)} after; "
+          f"{report.reconciled} records in {report.corrections} corrections ({report.windows_merged} merging)")
     assert len(before) > 0 and after == [], after[:2]

@@ -365,3 +365,39 @@ def test_sketches_on_large_windows_keep_to_their_documented_error_against_the_ex
     assert max(errors["users_05"]) <= 3 * 0.05 and max(errors["users_01"]) <= 3 * 0.01, errors
     assert max(errors["p95_rank"]) <= 1 / 1000, errors  # percentile_approx: rank error <= 1/accuracy
     print("sketch errors (max):", {name: round(max(e), 5) for name, e in errors.items()})
+
+
+@settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(sc=typed_scenarios(max_batches=4, max_records=12).filter(_dense), session_gap_ms=st.sampled_from([None, 1500]))
+def test_a_mergeable_pane_s_buffer_gives_back_its_value(spark, sc, session_gap_ms):
+    """``mergeable=True`` over typed, nullable columns (integers above 2^53, decimals, dates,
+    nulls in keys and partitions): every pane carries its buffer, and Spark's function over that
+    buffer alone (what reconcile merges, eventtime.spark.pane_merge) gives the pane's value; the
+    values are those the aggregations give without ``mergeable``."""
+    import dataclasses
+
+    from pyspark.sql import types as T
+
+    from eventtime.core.reconcile import Correction, SparkMerge
+    from eventtime.core.window import Window
+    from eventtime.spark.pane_merge import merge_in_spark
+
+    if session_gap_ms is not None:
+        sc = {**sc, "window": {"type": "session", "gap_ms": session_gap_ms}}
+    mergeable = tuple(dataclasses.replace(a, mergeable=True) for a in SQL_AGGREGATIONS)
+    panes = [p for batch in run_spark_typed({**sc, "aggregations": (eventtime.count(), *mergeable)}, spark)
+             for p in batch["panes"]]
+    plain = {_pane_id(p): p for batch in run_spark_typed({**sc, "aggregations": (eventtime.count(), *SQL_AGGREGATIONS)},
+                                                         spark) for p in batch["panes"]}
+    assert len(plain) == len(panes)
+    if not panes:  # (no window fired)
+        return
+    config = eventtime.EngineConfig(eventtime.Tumbling(1000), (eventtime.count(), *mergeable))
+    record_type = T.StructType([T.StructField(n, T._parse_datatype_string(d)) for n, d in TYPED_COLUMNS]).json()
+    corrections = [Correction("k", Window(0, 1), 0, {a.name: SparkMerge((bytes(p[a.name + "__buffer"]),), ())
+                                                     for a in mergeable}) for p in panes]
+    merged = merge_in_spark(spark, config, record_type, corrections, {})
+    wrong = [(a.name, _pane_id(p), c.values[a.name], p[a.name], plain[_pane_id(p)][a.name])
+             for p, c in zip(panes, merged) for a in mergeable
+             if not (_same(c.values[a.name], p[a.name]) and _same(p[a.name], plain[_pane_id(p)][a.name]))]
+    assert not wrong, wrong

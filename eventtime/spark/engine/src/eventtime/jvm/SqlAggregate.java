@@ -324,7 +324,7 @@ public final class SqlAggregate implements java.io.Serializable {
     return distinctCount ? (Object) Long.valueOf((Integer) value) : value;
   }
 
-  /** The buffer's bytes (the buffer itself is left as it was). */
+  /** The buffer's bytes, its own (the buffer itself is left as it was). */
   public byte[] write(InternalRow buffer) {
     ready();
     if (buffer instanceof UnsafeRow) {  // its bytes, not shared with the buffer, which may change again
@@ -337,7 +337,10 @@ public final class SqlAggregate implements java.io.Serializable {
       row = buffer.copy();
       ((TypedImperativeAggregate<?>) imperative).serializeAggregateBufferInPlace(row);
     }
-    return writer.apply(row).getBytes();
+    // the projection's row is reused: its bytes are the projection's own array when they fill it
+    UnsafeRow written = writer.apply(row);
+    byte[] bytes = written.getBytes();
+    return bytes == written.getBaseObject() ? bytes.clone() : bytes;
   }
 
   private UnsafeRow unsafeRow(byte[] bytes) {

@@ -15,7 +15,8 @@ import org.apache.spark.sql.types.StructType;
  *                           Live is used; with Fold such rows never reach the mapper), k0..kn, a0..am (each
  *                           aggregation's input column)
  * operator (mapper output): et__g, et__b, k0..kn, et__cls, et__ms, et__part, et__off, et__reason, et__raw,
- *                           et__n, et__tmax, et__rec, et__accs (a partial's accumulators, binary)
+ *                           et__n, et__tmax, et__rec, et__accs (a partial's accumulators, binary); a partial
+ *                           row's et__ms is its slice, or its partial session's start, et__tmax that session's end
  * output   (Spark result) : kind, keys, window_start, window_end, pane_timing, pane_index, is_final,
  *                           aggregations (each one's value, then its accumulator columns), reason, event_time, raw_timestamp, watermark, lateness_ms,
  *                           partition, offset, payload, stat_max_event_time, stat_rows, merged_from, et__rec

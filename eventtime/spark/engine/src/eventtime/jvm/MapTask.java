@@ -100,10 +100,17 @@ final class MapTask {
     if (cls == Layout.DATA && runningMax != null) st[2 + Spec.delayBin(runningMax - m)]++;
   }
 
-  /** Folds a live data row: its keys at src[k0 ..], then its aggregated values. */
+  /** Folds a live data row (into its slice, or its key's partial sessions): its keys at src[k0 ..], then its aggregated values. */
   void fold(Object[] src, int k0, long ms) {
     int nk = spec.keyFields.length, na = spec.aggKinds.length;
-    Acc[] accs = partials.get(src, k0, nk, spec.sliceOf(ms), na);
+    Acc[] accs;
+    if (spec.session) {
+      Partials.Entry e = partials.entry(src, k0, nk, 0, 0);
+      if (e.sessions == null) e.sessions = new SessionPartials();
+      accs = e.sessions.add(spec, ms, na);
+    } else {
+      accs = partials.get(src, k0, nk, spec.sliceOf(ms), na);
+    }
     for (int i = 0; i < na; i++) accs[i].add(spec, i, src[k0 + nk + i], ms);
   }
 

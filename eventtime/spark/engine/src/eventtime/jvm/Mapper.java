@@ -146,14 +146,13 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
         task.close();
         java.util.List<Row> rows = new java.util.ArrayList<>(task.partials.size() + task.stats.size() + 1 + spec.buckets);
         for (Partials.Entry e : task.partials.drain()) {
-          Object[] o = new Object[lay.width];
-          o[0] = Layout.KEYED;
-          o[1] = spec.bucketOf(e.keys);
-          System.arraycopy(e.keys, 0, o, Layout.K0, nk);
-          o[lay.cls] = Layout.PARTIAL;
-          o[lay.ms] = e.slice;
-          o[lay.p0] = Acc.encode(spec, e.accs);
-          rows.add(RowFactory.create(o));
+          if (e.sessions == null) {
+            rows.add(partialRow(e.keys, e.slice, null, e.accs));
+            continue;
+          }
+          for (int i = 0; i < e.sessions.n; i++) {
+            rows.add(partialRow(e.keys, e.sessions.starts[i], e.sessions.ends[i], e.sessions.accs[i]));
+          }
         }
         for (int b = 0; task.wakeAll != 0 && b < spec.buckets; b++) {
           Object[] o = new Object[lay.width];
@@ -174,6 +173,19 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
         if (task.nullPartition[0] > 0) rows.add(statsRow(null, task.nullPartition));
         for (Map.Entry<Object, long[]> e : task.stats.entrySet()) rows.add(statsRow(partitionText(e.getKey()), e.getValue()));
         return rows.iterator();
+      }
+
+      /** A partial row: a slice's accumulators, or a partial session's [start, end) and accumulators. */
+      private Row partialRow(Object[] keys, long sliceOrStart, Long sessionEnd, Acc[] accs) {
+        Object[] o = new Object[lay.width];
+        o[0] = Layout.KEYED;
+        o[1] = spec.bucketOf(keys);
+        System.arraycopy(keys, 0, o, Layout.K0, nk);
+        o[lay.cls] = Layout.PARTIAL;
+        o[lay.ms] = sliceOrStart;
+        o[lay.tmax] = sessionEnd;
+        o[lay.p0] = Acc.encode(spec, accs);
+        return RowFactory.create(o);
       }
 
       private Row statsRow(String partition, long[] st) {

@@ -25,6 +25,8 @@ final class Partials {
     /** The keys as they are looked up (text as a copy of its UTF8String when it came so). */
     final Object[] match;
     final Acc[] accs;
+    /** Session windows: the key's partial sessions (the entry's slice is 0, its accs unused). */
+    SessionPartials sessions;
 
     Entry(long slice, Object[] keys, Object[] match, Acc[] accs) {
       this.slice = slice;
@@ -126,6 +128,17 @@ final class Partials {
 
   /** The accumulators of (the keys src[k0 .. k0 + nk), slice), created empty on first use. */
   Acc[] get(Object[] src, int k0, int nk, long slice, int na) {
+    int i = slot(src, k0, nk, slice, na);  // first: it may grow the table (a new accsAt)
+    return accsAt[i];
+  }
+
+  /** The entry of (the keys src[k0 .. k0 + nk), slice), created (with na empty accumulators) on first use. */
+  Entry entry(Object[] src, int k0, int nk, long slice, int na) {
+    int i = slot(src, k0, nk, slice, na);  // first: it may grow the table (a new entries)
+    return entries[i];
+  }
+
+  private int slot(Object[] src, int k0, int nk, long slice, int na) {
     boolean packed = false;
     if (nk == 1) {
       Object k = src[k0];
@@ -160,12 +173,12 @@ final class Partials {
         t[at + 3] = packB;
         entries[i] = newEntry(slice, src, k0, nk, accs);
         accsAt[i] = accs;
-        if (++size * 2 > entries.length) grow();
-        return accs;
+        if (++size * 2 > entries.length) return grow(i);
+        return i;
       }
       if (slotHash == h && t[at + 1] == slice && t[at + 2] == packA && t[at + 3] == packB
           && (packed || sameKeys(entries[i].match, src, k0))) {
-        return accsAt[i];
+        return i;
       }
     }
   }
@@ -184,7 +197,10 @@ final class Partials {
     return new Entry(slice, keys, match, accs);
   }
 
-  private void grow() {
+  /** Doubles the table; returns where the entry at slot {@code at} moved. */
+  private int grow(int at) {
+    Entry moving = entries[at];
+    int moved = -1;
     long[] oldT = t;
     Entry[] oldEntries = entries;
     t = new long[oldT.length * 2];
@@ -198,7 +214,9 @@ final class Partials {
       System.arraycopy(oldT, i * STRIDE, t, j * STRIDE, STRIDE);
       entries[j] = oldEntries[i];
       accsAt[j] = oldEntries[i].accs;
+      if (oldEntries[i] == moving) moved = j;
     }
+    return moved;
   }
 
   int size() {

@@ -163,15 +163,22 @@ final class Sessions {
   }
 
   /**
-   * Adds a batch's data rows of this key (already swept to W): the rows are merged with each
+   * Adds a batch's data and partial rows of this key (already swept to W): the rows are merged with each
    * other and with the live sessions first; a row is late only when the session it ends up in
    * has expired ({@link Spec#isExpired}), which needs a session made of new rows alone. A due
    * session that received rows emits a LATE pane.
    */
   void add(List<Row> rows, Layout lay, long watermark, Emit emit) {
     int nr = rows.size();
-    long[] ts = new long[nr];
-    for (int j = 0; j < nr; j++) ts[j] = rows.get(j).getLong(lay.ms);
+    // a row's own session [ts, ts + gap), or a map-side partial session's bounds (Layout.PARTIAL)
+    long[] ts = new long[nr], te = new long[nr];
+    boolean[] partial = new boolean[nr];
+    for (int j = 0; j < nr; j++) {
+      Row r = rows.get(j);
+      ts[j] = r.getLong(lay.ms);
+      partial[j] = r.getInt(lay.cls) == Layout.PARTIAL;
+      te[j] = partial[j] ? r.getLong(lay.tmax) : ts[j] + spec.gapMs;
+    }
     // items: live sessions (index >= 0 into sessions) and rows (~j), ordered by start
     List<Sess> live = new ArrayList<>(byStart.values());
     Integer[] order = new Integer[live.size() + nr];
@@ -188,7 +195,7 @@ final class Sessions {
       while (k < order.length) {
         int item = order[k];
         long s = item >= 0 ? live.get(item).start : ts[~item];
-        long e = item >= 0 ? live.get(item).end : ts[~item] + spec.gapMs;
+        long e = item >= 0 ? live.get(item).end : te[~item];
         if (k > i && s >= ce) break; // half-open: touching is not overlapping
         cs = Math.min(cs, s);
         ce = Math.max(ce, e);
@@ -199,7 +206,13 @@ final class Sessions {
       i = k;
       if (mine.isEmpty()) continue;
       if (members.isEmpty() && spec.isExpired(ce, watermark)) {
-        for (int j : mine) emit.late(rows.get(j), ts[j], cs, ce);
+        for (int j : mine) {
+          if (partial[j]) {
+            throw new IllegalStateException("eventtime: a map-side partial session [" + ts[j] + ", " + te[j]
+                + ") expired under the operator's watermark " + watermark + " (the batch watermark published to the tasks was wrong)");
+          }
+          emit.late(rows.get(j), ts[j], cs, ce);
+        }
         continue;
       }
       Sess n = new Sess();
@@ -216,6 +229,12 @@ final class Sessions {
         byStart.remove(m.start);
       }
       for (int j : mine) {
+        if (partial[j]) {
+          Acc[] accs = Mapper.readPartial(lay, spec, rows.get(j));
+          mergeInto(n.all, accs);
+          if (spec.discarding) mergeInto(n.since, accs);
+          continue;
+        }
         Row rec = rows.get(j).getStruct(lay.rec);
         for (int a = 0; a < na; a++) {
           Object value = spec.aggInput(a, rec);

@@ -370,10 +370,13 @@ public final class Spec implements Serializable {
 
   /**
    * Whether the map-side combine may fold a data row at ts under the batch's watermark: it is
-   * live and not partly late (a record the operator reports). Never for sessions, whose lateness depends on the key's sessions (the operator judges).
+   * live and not partly late (a record the operator reports). A session row when its own session
+   * [ts, ts + gap) has not expired: whatever it merges with ends no earlier, so it is never late
+   * (a row whose own session expired may still join a live one: the operator judges it).
    */
   public boolean foldable(long ts, long watermark) {
-    return !session && isLive(ts, watermark) && !isPartlyLate(ts, watermark);
+    if (session) return ts <= Long.MAX_VALUE - gapMs && !isExpired(ts + gapMs, watermark);
+    return isLive(ts, watermark) && !isPartlyLate(ts, watermark);
   }
 
   /** Start of the first window containing ts. */

@@ -351,7 +351,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     Sessions st = bytes == null ? new Sessions(spec, lay.na) : Sessions.decode(spec, lay.na, bytes);
     st.sweep(wPrev, watermark, emitter(key, watermark, out));
     List<Row> data = new ArrayList<>(rows.size());
-    for (Row r : rows) if (r.getInt(lay.cls) == Layout.DATA) data.add(r);
+    for (Row r : rows) if (r.getInt(lay.cls) == Layout.DATA || r.getInt(lay.cls) == Layout.PARTIAL) data.add(r);
     st.add(data, lay, watermark, emitter(key, watermark, out));
     if (spec.bounded) st.sweep(watermark, Contract.END_OF_INPUT_MS, emitter(key, Contract.END_OF_INPUT_MS, out));
     storeSessions(m, key, st);

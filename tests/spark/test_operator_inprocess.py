@@ -10,6 +10,7 @@ results must not depend on it.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -402,3 +403,66 @@ def test_a_spark_sql_aggregation_s_buffers_are_one_entry_per_key_and_live_slice(
         entries.append((runner.state_entries("keys"), runner.state_entries("buffers")))
     assert entries == [(2, 2), (2, 3), (1, 1), (0, 0)], entries
     assert sorted(panes) == [("a", 0, "ON_TIME", 2), ("a", 60_000, "ON_TIME", 1), ("b", 0, "ON_TIME", 1)], panes
+
+
+@settings(max_examples=60, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(1, 10_000), st.integers(0, 100_000), st.integers(-10**6, 10**6))
+def test_a_session_row_folds_on_the_map_side_only_while_its_own_session_is_live(spark, gap, lateness, ts):
+    """Spec.foldable for sessions: a row at ts is folded into the map side's partial sessions
+    exactly while its own session [ts, ts + gap) has not expired (core/trigger.py's
+    is_expired), checked at equality on both sides of its expiry."""
+    import json
+
+    from pyspark.sql import types as T
+
+    from eventtime import Session
+    from eventtime.core.config import EngineConfig
+    from eventtime.core.trigger import cleanup_time, is_expired
+    from eventtime.core.window import Window
+    from eventtime.spark.aggregate import engine_spec, output_schema
+
+    config = EngineConfig(Session(gap), allowed_lateness_ms=lateness)
+    record = T.StructType([T.StructField("key", T.StringType())])
+    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(
+        engine_spec(config, record, output_schema([record["key"]], [T.StructField("count", T.LongType())]), ["key"],
+                    bounded=False)))
+    calls = _Calls(spark, spec)
+    own = Window(ts, ts + gap)
+    expiry = cleanup_time(own, lateness)
+    for watermark in (expiry - 1, expiry, expiry + 1, ts - 1, ts + gap - 1):
+        calls.expect("foldable", (ts, watermark), not is_expired(own, watermark, lateness), f"W={watermark}")
+    calls.check()
+
+
+@pytest.mark.parametrize("combine", [False, True], ids=["rows", "combined"])
+def test_a_session_row_whose_own_session_expired_still_joins_a_live_session(spark, combine):
+    """Gap 10, L 0, no out-of-orderness. After the first batch W = 125: key a's session [100, 110)
+    fired and expired, [120, 130) is live (it expires at 129). In the second batch a record at 112
+    has its own session [112, 122) expired (121 <= 125), so the map side does not fold it, yet it
+    bridges into the live session and is not late; the rows at 126 and 128 are folded and merge
+    too: one session [112, 138) with 2 + 4 + 8 + 16. A record at 50 of key c, alone, is late. The
+    output equals the reference model's, with the combine on and off."""
+    from eventtime import Record, Session
+    from eventtime.core.config import EngineConfig
+    from eventtime.harness.scenario import Scenario
+
+    config = EngineConfig(Session(10), (count(), sum("value", name="sum")), allowed_lateness_ms=0,
+                          max_out_of_orderness_ms=0, min_valid_ms=1)
+    batches = (
+        (Record("a", 100, {"value": 1}), Record("a", 120, {"value": 2}), Record("b", 125, {"value": 0})),
+        (Record("a", 112, {"value": 4}), Record("a", 126, {"value": 8}), Record("a", 128, {"value": 16}),
+         Record("c", 50, {"value": 32})),
+        (Record(None, 1_000, heartbeat=True),),
+    )
+    scenario = Scenario(config, batches, now_ms=10**9)
+    ref = ReferenceEngine(config)
+    runner = JvmReplay(scenario, spark, combine=combine, merged_from=True)
+    outputs = []
+    for batch in scenario.batches:
+        expected = render_batch(ref.process_batch(batch, scenario.now_ms), True)
+        got = runner.run_batch(batch)
+        assert diff_outputs({"batches": [expected]}, {"batches": [got]}) is None
+        outputs.append(got)
+    assert [(r["key"], r["ts"], r["reason"]) for r in outputs[1]["late"]] == [("c", 50, "too_late")]
+    merged = [(p["window_start"], p["window_end"], p["count"], p["sum"]) for p in outputs[2]["panes"] if p["key"] == "a"]
+    assert merged == [(112, 138, 4, 30)]

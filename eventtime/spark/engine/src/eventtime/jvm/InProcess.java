@@ -233,6 +233,7 @@ public final class InProcess {
         case "windowEnd": out.add(spec.windowEnd(a)); break;
         case "lastWindowEnd": out.add(spec.lastWindowEnd(a)); break;
         case "isLive": out.add(spec.isLive(a, call.get(2).asLong())); break;
+        case "foldable": out.add(spec.foldable(a, call.get(2).asLong())); break;
         case "isDue": out.add(spec.isDue(a, call.get(2).asLong())); break;
         case "isExpired": out.add(spec.isExpired(a, call.get(2).asLong())); break;
         case "cleanupTime": out.add(spec.cleanupTime(a)); break;

@@ -10,7 +10,6 @@ results must not depend on it.
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pytest
 from hypothesis import HealthCheck, given, settings

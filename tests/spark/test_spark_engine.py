@@ -124,6 +124,9 @@ MURMUR_TWINS = [("keyAbc_00044810", "keyAbc_00171014"), ("0071273_suffix_", "013
 TRICKY_KEYS = ["", "\x00", "a\x00", "Aa", "BB", "AaBB", "BBAa", "abcdefAa", "abcdefBB", "abcdefghijklmAa",
                "abcdefghijklmBB", "abcdefghijklmnAa", "abcdefghijklmnBB", "abcdefgh", "abcdefghijklmno",
                "abcdefghijklmnp", "\u00e9t\u00e9", "\u00ff", "\u0100", "\u65e5\u672cAa", "\u65e5\u672cBB", None,
+               # the packed words of text read 8 bytes at a time (Partials.pack): lengths 7 to 16
+               # whose first and last 8 bytes agree, and zero bytes
+               *("a" * n for n in (7, 8, 9, 15, 16)), *("\x00" * n for n in (7, 8, 9, 15)),
                *(k for twins in MURMUR_TWINS for k in twins)]
 
 

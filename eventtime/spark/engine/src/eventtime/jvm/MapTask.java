@@ -16,6 +16,9 @@ import org.apache.spark.TaskContext;
  */
 final class MapTask {
   private static final Map<String, MapTask> OPEN = new ConcurrentHashMap<>();
+  /** Per plan, the largest combine table an earlier task of it needed: the next ones start there, not growing to it row by row. */
+  private static final Map<String, Integer> TABLE_SIZE = new ConcurrentHashMap<>();
+  private static final int FIRST_TABLE = 1024, LARGEST_FIRST_TABLE = 1 << 20;
 
   final Spec spec;
   /** This batch's watermark when known exactly, else null (nothing is combined). */
@@ -25,7 +28,7 @@ final class MapTask {
   /** Per partition: rows, max valid event time, then the delays behind runningMax per Spec.delayBin. */
   final Map<Object, long[]> stats = new LinkedHashMap<>();
   final long[] nullPartition;
-  final Partials partials = new Partials();
+  final Partials partials;
   /** 0, or the class of the rows sent to every bucket at the end (TICK, or END which wins). */
   int wakeAll;
   /** The end-of-input control row's time, or MIN_VALUE. */
@@ -44,6 +47,7 @@ final class MapTask {
     this.width = runningMax == null ? 2 : 2 + Spec.DELAY_BINS;
     this.nullPartition = newStats(width);
     this.registeredAs = registeredAs;
+    this.partials = new Partials(TABLE_SIZE.getOrDefault(spec.planId, FIRST_TABLE));
   }
 
   /** A task told the batch's watermark directly (the in-process runner, {@link InProcess}). */
@@ -76,6 +80,7 @@ final class MapTask {
 
   void close() {
     if (registeredAs != null) OPEN.remove(registeredAs);
+    TABLE_SIZE.merge(spec.planId, Math.min(partials.capacity(), LARGEST_FIRST_TABLE), Math::max);
   }
 
   boolean foldable(Long ms) {

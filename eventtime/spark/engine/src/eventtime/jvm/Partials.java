@@ -4,6 +4,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Objects;
+import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
@@ -41,13 +42,25 @@ final class Partials {
   /** Packed-key first word of a key that is not packed (no packed text has this length byte). */
   private static final long NOT_PACKED = 0xFF;
   private static final long NULL_TEXT = 0xFE, INTEGER = 1, NULL_INTEGER = 2;
+  private static final boolean LITTLE_ENDIAN = java.nio.ByteOrder.nativeOrder() == java.nio.ByteOrder.LITTLE_ENDIAN;
 
-  private long[] t = new long[1024 * STRIDE];
-  private Entry[] entries = new Entry[1024];
+  private long[] t;
+  private Entry[] entries;
   /** entries[i].accs, held apart so that a hit reads one array slot, not the entry too. */
-  private Acc[][] accsAt = new Acc[1024][];
+  private Acc[][] accsAt;
   private int size;
   private long packA, packB;
+
+  /** A table of {@code capacity} slots (a power of two), which doubles when half full. */
+  Partials(int capacity) {
+    t = new long[capacity * STRIDE];
+    entries = new Entry[capacity];
+    accsAt = new Acc[capacity][];
+  }
+
+  int capacity() {
+    return entries.length;
+  }
 
   static long hash(Object[] src, int k0, int nk, long slice) {
     long h = 0x9E3779B97F4A7C15L + slice;
@@ -72,23 +85,40 @@ final class Partials {
   }
 
   /**
-   * Packs one key into (packA, packB), exactly: text of at most 15 UTF-8 bytes (a UTF8String) or
-   * 15 Latin-1 characters (a String) as its length and bytes or characters; a long, int, short or byte as its value. Returns false for anything
-   * else. One key column has one type, so packed texts and packed integers never meet.
+   * Packs one key into (packA, packB), exactly: text of at most 15 UTF-8 bytes (a UTF8String: its
+   * first 8 bytes, then the rest with its length in the top byte) or 15 Latin-1 characters (a
+   * String: its length and characters); a long, int, short or byte as its value. Returns false
+   * for anything else. One key column has one type, so packed texts and packed integers never
+   * meet, and one task packs text one of the two ways (MapTask.textKeysAsBytes). No packed key
+   * is (NOT_PACKED, 0) or (NULL_TEXT, NULL_INTEGER).
    */
   private boolean pack(Object k) {
     if (k instanceof UTF8String) {
       UTF8String s = (UTF8String) k;
       int n = s.numBytes();
       if (n > 15) return false;
-      long a = n, b = 0;
-      for (int i = 0; i < n; i++) {
-        long c = s.getByte(i) & 0xFFL;
-        if (i < 7) a |= c << (8 * (i + 1));
-        else b |= c << (8 * (i - 7));
+      Object base = s.getBaseObject();
+      long at = s.getBaseOffset();
+      if (!LITTLE_ENDIAN) {
+        long a = n, b = 0;
+        for (int i = 0; i < n; i++) {
+          long c = s.getByte(i) & 0xFFL;
+          if (i < 7) a |= c << (8 * (i + 1));
+          else b |= c << (8 * (i - 7));
+        }
+        packA = a;
+        packB = b | ((long) n << 56);
+      } else if (n >= 8) {
+        // bytes 0..7 in a, bytes 8..n-1 (the top of the word ending at byte n) and n in b; every
+        // read stays inside the string's own bytes
+        packA = Platform.getLong(base, at);
+        packB = (n == 8 ? 0 : Platform.getLong(base, at + n - 8) >>> (8 * (16 - n))) | ((long) n << 56);
+      } else {
+        long a = 0;
+        for (int i = 0; i < n; i++) a |= (Platform.getByte(base, at + i) & 0xFFL) << (8 * i);
+        packA = a;
+        packB = (long) n << 56;
       }
-      packA = a;
-      packB = b;
       return true;
     }
     if (k instanceof String) {

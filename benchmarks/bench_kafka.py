@@ -76,6 +76,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1, help="uncounted rounds (each engine once) before the measured ones")
     parser.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value (both engines)")
+    parser.add_argument("--json", default=None, help="also write what was measured to this file (bench_targets.py)")
     args = parser.parse_args(argv)
 
     import eventtime
@@ -114,6 +115,11 @@ def main(argv=None) -> int:
           f"{statistics.median(et) / statistics.median(native):.2f}  passthrough floor median {statistics.median(floor):.1f}s "
           f"(runs {floor}): eventtime {statistics.median(et) / statistics.median(floor):.2f}x it, native "
           f"{statistics.median(native) / statistics.median(floor):.2f}x")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"kafka": {"eventtime_s": et, "native_s": native, "floor_s": floor,
+                                 "ratio_min": min(et) / min(native),
+                                 "ratio_median": statistics.median(et) / statistics.median(native)}}, f, indent=1)
     return 0
 
 

@@ -66,6 +66,8 @@ L_MS = 5 * MINUTE  # allowed lateness
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % MINUTE
 SCHEMA = "key string, ts long, amount double, part int, hb boolean"
 CORES = os.cpu_count() or 1
+# What the suites measured, by workload or suite (written by --json for bench_targets.py)
+RESULTS: dict[str, dict] = {}
 
 
 def generate(path: str, rows: int, batches: int, keys: int, step_ms: int = MINUTE, late: bool = True, seed: int = 7,
@@ -388,6 +390,15 @@ def suite_throughput(spark, work: str, args) -> list[str]:
                 walls[f"native-{partitions}" if engine == "native" else engine].append(res["wall_s"])
         best = min(("native-2", "native-4"), key=lambda k: min(walls[k]))
         native, et = walls[best], walls["eventtime"]
+        floor = statistics.median(walls["floor"])
+        RESULTS[name] = {
+            "eventtime_s": et, "native_s": native, "floor_s": walls["floor"],
+            "ratio_min": min(et) / min(native), "ratio_median": statistics.median(et) / statistics.median(native),
+            "floor_x": statistics.median(et) / floor, "native_floor_x": statistics.median(native) / floor,
+        }
+        if walls["global"]:
+            RESULTS[name].update(global_s=walls["global"], global_ratio_min=min(et) / min(walls["global"]),
+                                 global_ratio_median=statistics.median(et) / statistics.median(walls["global"]))
         lines.append(
             f"[{name}] native ({best}: shuffle partitions {best[-1]}) min {min(native):.1f}s median {statistics.median(native):.1f}s "
             f"(runs {native}; other setting {walls['native-4' if best == 'native-2' else 'native-2']})  "
@@ -401,7 +412,7 @@ def suite_throughput(spark, work: str, args) -> list[str]:
             + (f"  per-partition / global watermark: min {min(et) / min(walls['global']):.2f}, median "
                f"{statistics.median(et) / statistics.median(walls['global']):.2f} (global runs {walls['global']})"
                if walls["global"] else "")
-            + (_flink_line(flink, FLINK_WORKLOAD[name], walls["flink"], et) if walls["flink"] else "")
+            + (_flink_line(flink, FLINK_WORKLOAD[name], walls["flink"], et, RESULTS[name]) if walls["flink"] else "")
         )
     return lines
 
@@ -410,9 +421,11 @@ def suite_throughput(spark, work: str, args) -> list[str]:
 FLINK_WORKLOAD = {"T": "T", "S": "S", "SE": "SE", "PT": "T"}
 
 
-def _flink_line(flink, workload: str, walls: list, et: list) -> str:
+def _flink_line(flink, workload: str, walls: list, et: list, result: dict) -> str:
     fixed = min(flink.run(workload, tiny=True)["wall_s"] for _ in range(2))
     median = statistics.median(walls)
+    result.update(flink_s=walls, flink_fixed_s=fixed, flink_ratio=statistics.median(et) / median,
+                  flink_net_ratio=statistics.median(et) / max(median - fixed, 0.01))
     return (f"  Flink SQL (its JVM start-up included) min {min(walls):.1f}s median {median:.1f}s (runs {walls}); its "
             f"fixed cost (the job over 1,000 rows) {fixed:.1f}s; eventtime / Flink SQL: median "
             f"{statistics.median(et) / median:.2f}, net of Flink's fixed cost {statistics.median(et) / max(median - fixed, 0.01):.2f}")
@@ -444,7 +457,7 @@ def suite_scale(spark, work: str, args) -> list[str]:
         growth = res["checkpoint_growth_per_batch"][: args.scale_batches - 1]
         first, last = statistics.median(times[:10]), statistics.median(times[-10:])
         lines.append(
-            f"[scale] {engine}: block cache {spark.conf.get('spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB')} MB, {args.scale_keys:,} keys, {args.scale_batches} batches of {args.scale_batch_rows:,} rows, wall {res['wall_s']:.1f}s; "
+            f"[scale] {engine}: block cache {spark.conf.get('spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB', '8 (Spark default)')} MB, {args.scale_keys:,} keys, {args.scale_batches} batches of {args.scale_batch_rows:,} rows, wall {res['wall_s']:.1f}s; "
             f"batch ms median first 10 {first:.0f}, last 10 {last:.0f} (last/first {last / first:.2f}; "
             f"by tens {[round(statistics.median(times[i:i + 10])) for i in range(0, len(times), 10)]}); "
             f"checkpoint bytes per batch median {statistics.median(growth):,.0f} (first 10 {statistics.median(growth[:10]):,.0f}, "
@@ -452,6 +465,17 @@ def suite_scale(spark, work: str, args) -> list[str]:
             f"state rows after drain {res['state_rows_after_drain']}"
         )
     n, e = results["native"], results["eventtime"]
+    RESULTS["scale"] = {
+        "keys": args.scale_keys, "batches": args.scale_batches, "batch_rows": args.scale_batch_rows,
+        "block_cache_mb": spark.conf.get("spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB", "8 (Spark default)"),
+        **{f"{engine}_{k}": v for engine, res in results.items() for k, v in (
+            ("wall_s", res["wall_s"]),
+            ("last_first", statistics.median(res["batch_ms"][: args.scale_batches][-10:])
+             / statistics.median(res["batch_ms"][: args.scale_batches][:10])),
+            ("checkpoint_per_batch", statistics.median(res["checkpoint_growth_per_batch"])))},
+    }
+    RESULTS["scale"]["checkpoint_ratio"] = RESULTS["scale"]["eventtime_checkpoint_per_batch"] / max(
+        1, RESULTS["scale"]["native_checkpoint_per_batch"])
     lines.append(
         f"[scale] ratio eventtime/native: wall {e['wall_s'] / n['wall_s']:.2f}, checkpoint bytes per batch "
         f"{statistics.median(e['checkpoint_growth_per_batch']) / max(1, statistics.median(n['checkpoint_growth_per_batch'])):.2f}"
@@ -471,6 +495,8 @@ def suite_tiny(spark, work: str, args) -> list[str]:
         print(json.dumps(_brief(res)), flush=True)
         medians[engine] = statistics.median(res["batch_ms"][5:])  # after warm-up
         compiled[engine] = res["classes_compiled"]
+    RESULTS["tiny"] = {"eventtime_ms": medians["eventtime"], "native_ms": medians["native"],
+                       "ratio": medians["eventtime"] / medians["native"]}
     return [
         f"[tiny] 1k rows per batch, {args.tiny_batches} batches: median batch ms native {medians['native']:.0f}, "
         f"eventtime {medians['eventtime']:.0f}, ratio {medians['eventtime'] / medians['native']:.2f}; "
@@ -533,6 +559,10 @@ def main(argv=None) -> int:
                              "and its jars from PyPI are there, else said and left out)")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value (both engines)")
+    parser.add_argument("--scale-block-cache-mb", default=None,
+                        help="scale suite: RocksDB's block cache in MB for both engines, or 'default' for Spark's own "
+                             "(without it: the benchmark session's 128 MB)")
+    parser.add_argument("--json", default=None, help="also write what was measured to this file (bench_targets.py)")
     args = parser.parse_args(argv)
 
     work = args.workdir or tempfile.mkdtemp(prefix="eventtime-bench-")
@@ -540,11 +570,20 @@ def main(argv=None) -> int:
     suites = {"throughput": suite_throughput, "scale": suite_scale, "tiny": suite_tiny}
     lines = []
     for name in args.suites.split(","):
+        if name == "scale" and args.scale_block_cache_mb == "default":  # Spark's own (8 MB), as a user starts
+            spark.conf.unset("spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB")
+        elif name == "scale" and args.scale_block_cache_mb:
+            spark.conf.set("spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB", args.scale_block_cache_mb)
         lines += suites[name](spark, work, args)
+        if name == "scale" and args.scale_block_cache_mb:
+            spark.conf.set("spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB", "128")
     print()
     print(f"cores={CORES} rows={args.rows} keys={args.keys} batches={args.batches} repeat={args.repeat}")
     for line in lines:
         print(line)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(RESULTS, f, indent=1)
     spark.stop()
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)

@@ -76,6 +76,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1, help="uncounted rounds (each engine once) before the measured ones")
     parser.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value (both engines)")
+    parser.add_argument("--eventtime-partitions", type=int, default=2, help="eventtime's spark.sql.shuffle.partitions")
     parser.add_argument("--json", default=None, help="also write what was measured to this file (bench_targets.py)")
     args = parser.parse_args(argv)
 
@@ -92,7 +93,7 @@ def main(argv=None) -> int:
             kafka.create_topic(TOPIC, partitions=4)
             total = produce(spark, data, kafka.bootstrap_servers)
             source = kafka_source(kafka.bootstrap_servers, args.rows // args.batches)
-            rounds = (("native", 2), ("eventtime", 2), ("native", 4), ("floor", 2))
+            rounds = (("native", 2), ("eventtime", args.eventtime_partitions), ("native", 4), ("floor", 2))
             windows = {"native": ("1 minute",), "eventtime": eventtime.Tumbling("1 minute"), "floor": None}
             for rep in range(-args.warmup, args.repeat):
                 for engine, partitions in rounds:

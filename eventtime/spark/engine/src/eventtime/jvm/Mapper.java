@@ -18,9 +18,11 @@ import org.apache.spark.unsafe.types.UTF8String;
  *   <li>invalid records pass through whole to the stateless group;
  *   <li>the map-side combine: when the batch's watermark W is known exactly (the local property
  *       the driver sets for this query and batch, see Router), data rows that are live under W
- *       are folded into one partial accumulator per (key, slice). A row that is not live passes
- *       through whole, so the operator reports it as late with its payload. Without W every row
- *       passes through; the result is the same, only the shuffle is larger.
+ *       are folded into one partial accumulator per (key, slice), or for session windows into
+ *       the key's partial sessions ({@link SessionPartials}: rows whose own session has not
+ *       expired). A row that is not foldable passes through whole, so the operator reports it as
+ *       late with its payload (or, for sessions, merges it when it joins a live session). Without
+ *       W every row passes through; the result is the same, only the shuffle is larger.
  * </ul>
  *
  * <p>With plain column types most of this happens before a row reaches the mapper: {@link Fold}

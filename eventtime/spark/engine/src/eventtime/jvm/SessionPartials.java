@@ -3,8 +3,7 @@ package eventtime.jvm;
 /**
  * One key's partial sessions in a map task (the map-side combine of session windows): disjoint
  * sessions [start, end), each with its accumulators, merged as the task's foldable rows arrive by
- * the operator's rule ({@link Sessions#add}: two sessions merge when they overlap; touching is
- * not overlapping). The operator merges them as it merges rows: a set of intervals has the same
+ * the operator's rule ({@link Spec#sessionsOverlap}). The operator merges them as it merges rows: a set of intervals has the same
  * connected unions whether some of them were joined first or not.
  */
 final class SessionPartials {
@@ -15,21 +14,18 @@ final class SessionPartials {
 
   /** The accumulators of the partial session a row at ts joins (its own [ts, ts + gap) merged in). */
   Acc[] add(Spec spec, long ts, int na) {
-    long s = ts, e = ts + spec.gapMs;
+    long s = ts, e = spec.ownSessionEnd(ts);
     int into = -1;
     for (int i = 0; i < n; i++) {
-      if (starts[i] >= e || s >= ends[i]) continue;
+      if (!Spec.sessionsOverlap(s, e, starts[i], ends[i])) continue;
+      s = Math.min(s, starts[i]);
+      e = Math.max(e, ends[i]);
       if (into < 0) {
         into = i;
       } else {
         for (int a = 0; a < na; a++) accs[into][a].merge(spec, a, accs[i][a]);
-        s = Math.min(s, starts[i]);
-        e = Math.max(e, ends[i]);
         remove(i--);
-        continue;
       }
-      s = Math.min(s, starts[i]);
-      e = Math.max(e, ends[i]);
     }
     if (into < 0) {
       if (n == starts.length) {

@@ -177,7 +177,7 @@ final class Sessions {
       Row r = rows.get(j);
       ts[j] = r.getLong(lay.ms);
       partial[j] = r.getInt(lay.cls) == Layout.PARTIAL;
-      te[j] = partial[j] ? r.getLong(lay.tmax) : ts[j] + spec.gapMs;
+      te[j] = partial[j] ? r.getLong(lay.tmax) : spec.ownSessionEnd(ts[j]);
     }
     // items: live sessions (index >= 0 into sessions) and rows (~j), ordered by start
     List<Sess> live = new ArrayList<>(byStart.values());
@@ -196,7 +196,7 @@ final class Sessions {
         int item = order[k];
         long s = item >= 0 ? live.get(item).start : ts[~item];
         long e = item >= 0 ? live.get(item).end : te[~item];
-        if (k > i && s >= ce) break; // half-open: touching is not overlapping
+        if (k > i && !Spec.sessionsOverlap(cs, ce, s, e)) break;
         cs = Math.min(cs, s);
         ce = Math.max(ce, e);
         if (item >= 0) members.add(live.get(item));

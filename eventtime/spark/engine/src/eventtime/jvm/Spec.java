@@ -363,6 +363,19 @@ public final class Spec implements Serializable {
     return end;
   }
 
+  /** Session windows: the end of a record's own session [ts, ts + gap), before it merges with any other. */
+  public long ownSessionEnd(long ts) {
+    return ts + gapMs;
+  }
+
+  /**
+   * Session windows: two sessions merge when they overlap; half-open, so touching is not
+   * overlapping (docs/semantics.md, "Session windows").
+   */
+  public static boolean sessionsOverlap(long start, long end, long otherStart, long otherEnd) {
+    return start < otherEnd && otherStart < end;
+  }
+
   /** Session windows: the width of the time slots of the bucket's due index ({@link DueIndex}). */
   public long dueSlotMs() {
     return Math.max(1, (gapMs + latenessMs) / 64);
@@ -375,7 +388,7 @@ public final class Spec implements Serializable {
    * (a row whose own session expired may still join a live one: the operator judges it).
    */
   public boolean foldable(long ts, long watermark) {
-    if (session) return ts <= Long.MAX_VALUE - gapMs && !isExpired(ts + gapMs, watermark);
+    if (session) return ts <= Long.MAX_VALUE - gapMs && !isExpired(ownSessionEnd(ts), watermark);
     return isLive(ts, watermark) && !isPartlyLate(ts, watermark);
   }
 

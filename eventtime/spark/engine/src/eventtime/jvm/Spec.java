@@ -368,10 +368,7 @@ public final class Spec implements Serializable {
     return ts + gapMs;
   }
 
-  /**
-   * Session windows: two sessions merge when they overlap; half-open, so touching is not
-   * overlapping (docs/semantics.md, "Session windows").
-   */
+  /** Session windows: two sessions merge when they overlap (half-open: touching is not overlapping). */
   public static boolean sessionsOverlap(long start, long end, long otherStart, long otherEnd) {
     return start < otherEnd && otherStart < end;
   }

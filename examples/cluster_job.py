@@ -3,7 +3,7 @@
     spark-submit --master spark://HOST:PORT \\
         --jars "$(python -c 'import eventtime; print(eventtime.engine_jar())')" \\
         --conf spark.executor.cores=1 --conf spark.cores.max=2 \\
-        examples/cluster_job.py INPUT_DIR OUTPUT_DIR
+        examples/cluster_job.py INPUT_DIR OUTPUT_DIR [--sessions GAP]
 
 (``--master 'local[2]'``, or no spark-submit at all -- ``python examples/cluster_job.py
 INPUT_DIR OUTPUT_DIR`` -- runs it locally.) Reads JSON lines (``user_id``, ``amount``,
@@ -14,7 +14,8 @@ of allowed lateness (with two Spark SQL aggregations run by the engine and a Pyt
 on the executors' Python workers), and writes the panes and the late / invalid records to the Delta
 tables ``OUTPUT_DIR/results`` and ``OUTPUT_DIR/late``, with the query's checkpoint in
 ``OUTPUT_DIR/checkpoint``. It runs until every file present is processed (``availableNow``);
-run again, it resumes from the checkpoint.
+run again, it resumes from the checkpoint. With ``--sessions GAP`` (e.g. ``"30 seconds"``) it
+counts, sums and maxes per user in session windows of that gap instead.
 
 On a cluster, every path must be the same directory for the driver and every executor
 (a shared or mounted file system, or one machine): the executors write the state store
@@ -53,7 +54,7 @@ def session(app_name: str = "eventtime-cluster-example"):
         master=master, app_name=app_name)
 
 
-def main(input_dir: str, output_dir: str) -> int:
+def main(input_dir: str, output_dir: str, session_gap: str | None = None) -> int:
     import eventtime
     from eventtime.sinks import DeltaLateSink, DeltaResultsSink
 
@@ -66,17 +67,18 @@ def main(input_dir: str, output_dir: str) -> int:
         .transform(eventtime.with_event_time(
             "ts", unit="ms", max_out_of_orderness="10 seconds", min_valid="2000-01-01", max_future="1 day"))
     )
+    aggregations = [eventtime.count(), eventtime.sum("amount", name="amount"), eventtime.max("amount", name="max_amount")]
+    if session_gap is None:
+        aggregations += [eventtime.agg("count(DISTINCT amount)", "distinct_amounts"),
+                         eventtime.agg("approx_count_distinct(amount)", "approx_amounts"),
+                         eventtime.aggregate("big_orders", "amount", create=int, add=lambda n, v: n + (v is not None and v >= 50),
+                                             merge=lambda a, b: a + b, result=lambda n: n)]
     out = events.transform(
         eventtime.window_aggregate(
             keys=["user_id"],
-            window=eventtime.Tumbling("1 minute"),
+            window=eventtime.Tumbling("1 minute") if session_gap is None else eventtime.Session(session_gap),
             allowed_lateness="3 minutes",
-            aggregations=[eventtime.count(), eventtime.sum("amount", name="amount"),
-                          eventtime.max("amount", name="max_amount"),
-                          eventtime.agg("count(DISTINCT amount)", "distinct_amounts"),
-                          eventtime.agg("approx_count_distinct(amount)", "approx_amounts"),
-                          eventtime.aggregate("big_orders", "amount", create=int, add=lambda n, v: n + (v is not None and v >= 50),
-                                              merge=lambda a, b: a + b, result=lambda n: n)],
+            aggregations=aggregations,
             partition_col="partition",
             offset_col="offset",
             heartbeat_col="heartbeat",
@@ -99,12 +101,13 @@ def main(input_dir: str, output_dir: str) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    if len(args) not in (2, 4) or (len(args) == 4 and args[2] != "--sessions"):
         sys.exit(__doc__)
     from eventtime.spark.cluster import MasterUnreachableError
 
     try:
-        sys.exit(main(sys.argv[1], sys.argv[2]))
+        sys.exit(main(args[0], args[1], args[3] if len(args) == 4 else None))
     except MasterUnreachableError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -106,7 +106,7 @@ class KafkaReplay:
         self.late_tables += records
         from eventtime.spark.replay import ReplayRunner
 
-        view = SimpleNamespace(records=self.records, sessions=False)
+        view = SimpleNamespace(records=self.records, sessions=self.scenario.config.window.merging)
         return ReplayRunner._render(view, panes, records, watermark)
 
     _last_watermark: Optional[int] = None

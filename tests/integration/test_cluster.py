@@ -57,12 +57,12 @@ def _submit_env(base: dict | None = None) -> dict:
     return env
 
 
-def submit_command(master: str, input_dir: Path, output_dir: Path, *conf: str) -> list[str]:
+def submit_command(master: str, input_dir: Path, output_dir: Path, *conf: str, job_args: tuple = ()) -> list[str]:
     command = [str(pyspark_home() / "bin" / "spark-submit"), "--master", master, "--jars", _engine_jar(),
                "--conf", f"spark.executorEnv.PYSPARK_PYTHON={sys.executable}"]
     for item in conf:
         command += ["--conf", item]
-    return command + [str(JOB), str(input_dir), str(output_dir)]
+    return command + [str(JOB), str(input_dir), str(output_dir), *job_args]
 
 
 def cluster_conf(events: Path) -> tuple[str, ...]:
@@ -101,8 +101,8 @@ class Submitted:
         self.handle.close()
 
 
-def run_job(master: str, input_dir: Path, output_dir: Path, log: Path, *conf: str) -> str:
-    job = Submitted(submit_command(master, input_dir, output_dir, *conf), log)
+def run_job(master: str, input_dir: Path, output_dir: Path, log: Path, *conf: str, job_args: tuple = ()) -> str:
+    job = Submitted(submit_command(master, input_dir, output_dir, *conf, job_args=job_args), log)
     code = job.wait()
     assert code == 0, f"spark-submit --master {master} exited {code}:\n{job.text()[-6000:]}"
     return job.text()
@@ -171,6 +171,18 @@ def local_run(work, input_dir) -> dict:
     return result
 
 
+SESSIONS = ("--sessions", "20 seconds")
+
+
+@pytest.fixture(scope="module")
+def session_local_run(work, input_dir) -> dict:
+    out = work / "local-sessions"
+    run_job("local[2]", input_dir, out, work / "local-sessions.log", job_args=SESSIONS)
+    result = tables(out)
+    assert result["results"] and result["late"], "the local session run must write panes and late records"
+    return result
+
+
 @pytest.fixture(scope="module")
 def cluster(work):
     cluster = StandaloneCluster(work / "standalone", workers=2, cores=1, memory="1g")
@@ -203,6 +215,19 @@ def test_job_on_the_cluster_equals_the_local_run(cluster, work, input_dir, local
     ran_on = {e["Task Info"]["Executor ID"] for e in log if e["Event"] == "SparkListenerTaskEnd"}
     assert ran_on == {e["Executor ID"] for e in added}, ran_on
     assert_same_tables(tables(out), local_run, "cluster run")
+
+
+def test_session_job_on_the_cluster_equals_the_local_run(cluster, work, input_dir, session_local_run):
+    """Session windows on the executors: the map-side combine's partial sessions, merged by the
+    operator, give the local run's panes and late records row for row."""
+    out = work / "clean-sessions"
+    run_job(cluster.master_url, input_dir, out, work / "clean-sessions.log", *cluster_conf(work / "events-sessions"),
+            job_args=SESSIONS)
+    got = tables(out)
+    timings = Counter(dict(row)["pane_timing"] for row in got["results"])
+    merged = sum(dict(row)["merged_from"] != "[]" for row in got["results"])
+    assert timings["'ON_TIME'"] and timings["'LATE'"] and merged, (timings, merged)  # late firings and merges ran
+    assert_same_tables(got, session_local_run, "cluster session run")
 
 
 def test_sql_and_python_aggregations_equal_the_input_less_the_late_records(local_run, input_dir, work):

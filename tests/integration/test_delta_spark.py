@@ -523,3 +523,47 @@ def test_reconcile_through_delta_spark_converges_to_the_bounded_run(dspark, stre
     refused = eventtime.reconcile(str(spark_run / "late"), str(spark_run / "results"), engine="spark", spark=dspark)
     assert not refused.written and list(refused.left) == [NOT_MERGEABLE]
     assert len(refused.left[NOT_MERGEABLE]) == refused.late_records > 0
+
+
+def test_sessions_through_delta_spark_equal_delta_rs_and_the_current_sessions(dspark, stream_input, tmp_path):
+    """Session windows (the map side's partial sessions, merged by the operator) streamed into
+    Delta: delta-spark appends the same panes and late records as delta-rs, and its current-state
+    table (Spark SQL's MERGE, superseded sessions deleted) holds exactly the latest pane of every
+    current session of the appended table, as delta-rs's MERGE does."""
+    import eventtime
+    from eventtime.cli.demo_data import DEMO_SCHEMA_DDL
+    from eventtime.sinks import DeltaLateSink, DeltaResultsSink, latest_panes
+
+    def run(out: Path, engine: str, mode: str) -> Path:
+        events = (dspark.readStream.schema(DEMO_SCHEMA_DDL).option("maxFilesPerTrigger", 1).json(stream_input)
+                  .transform(eventtime.with_event_time("ts", unit="ms", max_out_of_orderness="10 seconds",
+                                                        min_valid="2000-01-01", max_future="1 day")))
+        out_df = events.transform(eventtime.window_aggregate(
+            keys=["user_id"], window=eventtime.Session("20 seconds"), allowed_lateness="3 minutes",
+            aggregations=[eventtime.count(), eventtime.sum("amount", name="amount")],
+            partition_col="partition", offset_col="offset", heartbeat_col="heartbeat"))
+        router = eventtime.route(
+            out_df, panes=DeltaResultsSink(str(out / "results"), pipeline="ses", engine=engine, mode=mode),
+            late=DeltaLateSink(str(out / "late"), pipeline="ses", engine=engine, delays=False), pipeline="ses", progress=False)
+        router.start(checkpoint=str(out / "checkpoint"), trigger={"availableNow": True}).awaitTermination()
+        assert router.panes_sink.writer == ("delta-spark" if engine == "spark" else "delta-rs")
+        return out
+
+    spark_append, rust_append = run(tmp_path / "spark", "spark", "append"), run(tmp_path / "rust", "rust", "append")
+    for name in ("results", "late"):
+        assert comparable(read_rows(spark_append / name)) == comparable(read_rows(rust_append / name)), name
+    panes = read_rows(spark_append / "results").to_pylist()
+    assert any(p["merged_from"] for p in panes) and any(p["pane_timing"] == "LATE" for p in panes)
+    assert sum(r["kind"] == "late" for r in read_rows(spark_append / "late").to_pylist()) > 0
+
+    spark_current, rust_current = run(tmp_path / "spark-up", "spark", "upsert"), run(tmp_path / "rust-up", "rust", "upsert")
+    assert any(c["operation"] == "MERGE" and "Apache-Spark" in c["engineInfo"]
+               for c in history(dspark, spark_current / "results"))
+    current = comparable(read_rows(spark_current / "results"))
+    assert current == comparable(read_rows(rust_current / "results"))
+    assert max(current.values()) == 1
+    window = ["key", "window_start", "window_end", "pane_index", "count", "amount"]
+    latest = latest_panes(str(spark_append / "results"))[window].sort_values(window).reset_index(drop=True)
+    rows = read_rows(spark_current / "results").to_pandas()[window].sort_values(window).reset_index(drop=True)
+    assert len(rows) < len(read_rows(spark_append / "results"))  # superseded sessions and earlier panes are gone
+    assert rows.equals(latest)

@@ -92,10 +92,16 @@ IDLE_TIMEOUT_MS = 3000
 LAG_ALERT_MS = 5000  # partitions 0 and 3 stay within 2 s of the lead; 1 lags 9 s and more
 
 
+SESSION_GAP_MS = 6000  # key a: three records in two batches merge into one session; b's lagging rows are late
+
+
 def scenario(mode: str) -> dict:
-    watermark = {"mode": mode, "idle_timeout_ms": IDLE_TIMEOUT_MS} if mode == "per_partition" else {"mode": mode}
+    """``mode``: the watermark mode, or "sessions" (session windows under the global watermark)."""
+    watermark = {"mode": mode, "idle_timeout_ms": IDLE_TIMEOUT_MS} if mode == "per_partition" else {"mode": "global"}
+    window = {"type": "session", "gap_ms": SESSION_GAP_MS} if mode == "sessions" else \
+        {"type": "tumbling", "size_ms": 10_000, "offset_ms": 0}
     return {
-        "window": {"type": "tumbling", "size_ms": 10_000, "offset_ms": 0},
+        "window": window,
         "max_out_of_orderness_ms": 1000,
         "allowed_lateness_ms": 2000,
         "min_valid_ms": 946_684_800_000,  # 2000-01-01
@@ -130,7 +136,7 @@ def _replay(spark, kafka, tmp_path_factory, mode: str) -> Run:
     alerter = CapturingAlerter(pipeline=f"kafka_{mode}", partition_lag_ms=LAG_ALERT_MS)
     replay = KafkaReplay(scenario(mode), spark, kafka, topic, str(tmp_path_factory.mktemp(f"kafka-{mode}")), alerter)
     got = replay.run()
-    return Run(mode, replay, got, run_reference(parse_scenario(scenario(mode))))
+    return Run(mode, replay, got, run_reference(parse_scenario(scenario(mode)), merged_from=mode == "sessions"))
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +147,11 @@ def per_partition(spark, kafka, tmp_path_factory):
 @pytest.fixture(scope="module")
 def global_run(spark, kafka, tmp_path_factory):
     return _replay(spark, kafka, tmp_path_factory, "global")
+
+
+@pytest.fixture(scope="module")
+def sessions_run(spark, kafka, tmp_path_factory):
+    return _replay(spark, kafka, tmp_path_factory, "sessions")
 
 
 def _late_by_partition(run: Run) -> dict:
@@ -155,12 +166,13 @@ def _late_by_partition(run: Run) -> dict:
 
 
 @needs_kafka
-@pytest.mark.parametrize("mode", ["per_partition", "global"])
+@pytest.mark.parametrize("mode", ["per_partition", "global", "sessions"])
 def test_kafka_fed_panes_and_late_records_equal_the_reference_model(request, mode):
     """Out of order, a lagging and a silent partition, 0 / 1970 / far-future timestamps, through a
     real broker and Spark's Kafka source: every micro-batch's panes, late and invalid records and
-    watermark equal the reference model's on the same batches."""
-    run = request.getfixturevalue("per_partition" if mode == "per_partition" else "global_run")
+    watermark equal the reference model's on the same batches. "sessions": session windows (the
+    map-side combine's partial sessions), their merges and supersessions included."""
+    run = request.getfixturevalue({"per_partition": "per_partition", "global": "global_run", "sessions": "sessions_run"}[mode])
     assert len(run.got["batches"]) == len(BATCHES)
     difference = diff_outputs(run.expected, run.got)
     assert difference is None, difference

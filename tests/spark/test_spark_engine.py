@@ -159,6 +159,30 @@ def _check_keys_kept_apart(spark, key_type):
     assert panes == {k: (i + 1, i * (i + 1)) for i, k in enumerate(keys)}
 
 
+def test_a_text_key_lands_in_the_same_bucket_as_utf8_bytes_and_as_a_java_string(spark):
+    """A map-side partial carries its text key as Spark's UTF-8 bytes (never decoded); a row
+    that reaches the operator whole carries it as a Java string. Both must hash to the key's
+    one bucket, or its state would be split: the tricky keys and 2 000 seeded random texts
+    (ASCII, Latin-1, CJK, emoji: 1 to 4 UTF-8 bytes a character)."""
+    import json
+    import random
+
+    from pyspark.sql import types as T
+
+    from eventtime.core.config import EngineConfig
+    from eventtime.spark.aggregate import engine_spec, output_schema
+
+    record = T.StructType([T.StructField("key", T.StringType())])
+    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(engine_spec(
+        EngineConfig(eventtime.Tumbling(10_000)), record,
+        output_schema([record["key"]], [T.StructField("count", T.LongType())]), ["key"], bounded=False)))
+    rng = random.Random(41)
+    alphabet = "aZ09 _-\x00\x7f\u00e9\u00ff\u0100\u65e5\u672c\U0001f600\U0001d11e"
+    texts = [k for k in TRICKY_KEYS if k is not None]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24))) for _ in range(2000)]
+    assert list(spark._jvm.eventtime.jvm.InProcess.bucketsApart(spec, texts)) == []
+
+
 NOW = 1_700_000_000_000
 MIN_VALID = 946_684_800_000
 MAX_FUTURE = 3_600_000

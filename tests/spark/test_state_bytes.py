@@ -134,7 +134,8 @@ def test_a_truncated_state_value_fails_with_a_message(jvm_spec):
 def test_output_rows_are_written_as_spark_serializer_bytes(spark):
     """The operator's output rows with numbers, booleans, text and binary are written by
     RowWriter, the rest by Spark's serializer: the bytes are Spark's, row for row (seeded rows
-    with nulls, NaN, -0.0, infinities, extreme integers, empty and non-ASCII text)."""
+    with nulls, NaN, -0.0, infinities, extreme integers, empty and non-ASCII text); text given as
+    Spark's own UTF8String (a map-side partial's key) gives the same bytes too."""
     mismatched, written = spark._jvm.eventtime.jvm.InProcess.rowWriterCheck(11, 5000)
     assert mismatched == 0
     assert 1000 < written < 5000  # the others hold a decimal, a date or a struct

@@ -303,8 +303,22 @@ public final class InProcess {
       byte[] fast = writer.write(row);
       if (fast != null) written++;
       if (fast != null && !java.util.Arrays.equals(fast, expected)) mismatched++;
+      // the text as Spark's own UTF8String (a map-side partial's key): the same bytes
+      Object[] utf8 = v.clone();
+      for (int i : new int[] {0, 9}) if (utf8[i] != null) utf8[i] = org.apache.spark.unsafe.types.UTF8String.fromString((String) utf8[i]);
+      byte[] fromUtf8 = writer.write(RowFactory.create(utf8));
+      if (fast != null && !java.util.Arrays.equals(fromUtf8, expected)) mismatched++;
     }
     return new long[] {mismatched, written};
+  }
+
+  /** The keys whose bucket ({@link Spec#bucketOf}) differs as a Java string and as a UTF8String (a map-side partial's key). */
+  public static List<String> bucketsApart(Spec spec, List<String> keys) {
+    List<String> apart = new ArrayList<>();
+    for (String k : keys) {
+      if (spec.bucketOf(new Object[] {k}) != spec.bucketOf(new Object[] {org.apache.spark.unsafe.types.UTF8String.fromString(k)})) apart.add(k);
+    }
+    return apart;
   }
 
   /**

@@ -36,25 +36,31 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
   private final Long knownWatermark;
   /** Whether to write the task's largest event time as a row of its own ({@link MapSideWatermark}). */
   private final boolean watermarkRow;
+  /**
+   * Whether {@link Packed}'s writer takes the rows: a partial row's text key may then stay Spark's
+   * UTF8String, as the combine holds it; Spark's {@code Row} encoder needs a Java string.
+   */
+  private final boolean packed;
 
   public Mapper(Spec spec) {
-    this(spec, null, false);
+    this(spec, null, false, false);
   }
 
-  /** {@code watermarkRow}: Spark's watermark node follows the map side and reads that row. */
+  /** The engine's mapper, packed. {@code watermarkRow}: Spark's watermark node follows the map side and reads that row. */
   Mapper(Spec spec, boolean watermarkRow) {
-    this(spec, null, watermarkRow);
+    this(spec, null, watermarkRow, true);
   }
 
   /** A mapper told the batch's watermark directly (the in-process runner, {@link InProcess}). */
   Mapper(Spec spec, Long knownWatermark) {
-    this(spec, knownWatermark, false);
+    this(spec, knownWatermark, false, false);
   }
 
-  private Mapper(Spec spec, Long knownWatermark, boolean watermarkRow) {
+  private Mapper(Spec spec, Long knownWatermark, boolean watermarkRow, boolean packed) {
     this.spec = spec;
     this.knownWatermark = knownWatermark;
     this.watermarkRow = watermarkRow;
+    this.packed = packed;
   }
 
   /** The watermark of this batch when the driver published it for this query and batch, else null. */
@@ -183,6 +189,9 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
         o[0] = Layout.KEYED;
         o[1] = spec.bucketOf(keys);
         System.arraycopy(keys, 0, o, Layout.K0, nk);
+        for (int i = Layout.K0; !packed && i < Layout.K0 + nk; i++) {
+          if (o[i] instanceof UTF8String) o[i] = o[i].toString();
+        }
         o[lay.cls] = Layout.PARTIAL;
         o[lay.ms] = sliceOrStart;
         o[lay.tmax] = sessionEnd;

@@ -21,18 +21,18 @@ import org.apache.spark.unsafe.types.UTF8String;
 final class Partials {
   static final class Entry {
     final long slice;
-    /** The keys as a {@code Row} holds them (text as a Java string). */
+    /**
+     * The keys as they came (text as a Java string, or as a copy of its UTF8String: never decoded,
+     * the partial row carries its bytes; {@link Spec#bucketOf} hashes both alike).
+     */
     final Object[] keys;
-    /** The keys as they are looked up (text as a copy of its UTF8String when it came so). */
-    final Object[] match;
     final Acc[] accs;
     /** Session windows: the key's partial sessions (the entry's slice is 0, its accs unused). */
     SessionPartials sessions;
 
-    Entry(long slice, Object[] keys, Object[] match, Acc[] accs) {
+    Entry(long slice, Object[] keys, Acc[] accs) {
       this.slice = slice;
       this.keys = keys;
-      this.match = match;
       this.accs = accs;
     }
   }
@@ -144,6 +144,20 @@ final class Partials {
     return false;
   }
 
+  /** {@code k.toString().hashCode()} of a UTF8String, without decoding it when it is ASCII. */
+  static int stringHash(Object k) {
+    UTF8String s = (UTF8String) k;
+    Object base = s.getBaseObject();
+    long at = s.getBaseOffset();
+    int h = 0;
+    for (int i = 0, n = s.numBytes(); i < n; i++) {
+      byte b = Platform.getByte(base, at + i);
+      if (b < 0) return s.toString().hashCode();  // not ASCII: the Java string's UTF-16 units differ
+      h = 31 * h + b;
+    }
+    return h;
+  }
+
   private static boolean sameKeys(Object[] keys, Object[] src, int k0) {
     for (int i = 0; i < keys.length; i++) {
       Object a = keys[i], b = src[k0 + i];
@@ -207,24 +221,19 @@ final class Partials {
         return i;
       }
       if (slotHash == h && t[at + 1] == slice && t[at + 2] == packA && t[at + 3] == packB
-          && (packed || sameKeys(entries[i].match, src, k0))) {
+          && (packed || sameKeys(entries[i].keys, src, k0))) {
         return i;
       }
     }
   }
 
   private static Entry newEntry(long slice, Object[] src, int k0, int nk, Acc[] accs) {
-    Object[] match = Arrays.copyOfRange(src, k0, k0 + nk);
-    Object[] keys = match;
+    Object[] keys = Arrays.copyOfRange(src, k0, k0 + nk);
     for (int i = 0; i < nk; i++) {
-      if (match[i] instanceof UTF8String) {
-        if (keys == match) keys = match.clone();
-        // a copy: the row's UTF8String points into a buffer Spark reuses for the next row
-        match[i] = ((UTF8String) match[i]).clone();
-        keys[i] = match[i].toString();
-      }
+      // a copy: the row's UTF8String points into a buffer Spark reuses for the next row
+      if (keys[i] instanceof UTF8String) keys[i] = ((UTF8String) keys[i]).clone();
     }
-    return new Entry(slice, keys, match, accs);
+    return new Entry(slice, keys, accs);
   }
 
   /** Doubles the table; returns where the entry at slot {@code at} moved. */

@@ -18,7 +18,8 @@ import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * Writes a {@code Row} of {@code type} as Spark's binary row: with the writer calls Spark's
- * generated serializer makes when its non-null values are numbers, booleans, text and binary,
+ * generated serializer makes when its non-null values are numbers, booleans, text (a Java string
+ * or Spark's own UTF-8 string) and binary,
  * else with that serializer (one per task thread). Most rows the engine packs are such: the
  * operator's panes ({@link BinaryRows}) and the map side's partials ({@link Packed}). They skip
  * the generic serializer's per-field checks and conversions, and a text value that comes again
@@ -107,8 +108,9 @@ final class RowWriter {
           w.write(i, ((Float) v).floatValue());
           break;
         case TEXT:
-          if (!(v instanceof String)) return null;
-          w.write(i, utf8((String) v));
+          if (v instanceof UTF8String) w.write(i, (UTF8String) v);
+          else if (v instanceof String) w.write(i, utf8((String) v));
+          else return null;
           break;
         case BINARY:
           if (!(v instanceof byte[])) return null;

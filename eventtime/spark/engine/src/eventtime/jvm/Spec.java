@@ -236,7 +236,7 @@ public final class Spec implements Serializable {
       if (k == null) e = 0;
       else if (k instanceof byte[]) e = java.util.Arrays.hashCode((byte[]) k);
       else if (k instanceof java.math.BigDecimal) e = ((java.math.BigDecimal) k).stripTrailingZeros().hashCode();
-      else e = k.hashCode();
+      else e = k instanceof org.apache.spark.unsafe.types.UTF8String ? Partials.stringHash(k) : k.hashCode();
       h = (h ^ e) * 0xFF51AFD7ED558CCDL;
       h ^= h >>> 33;
     }

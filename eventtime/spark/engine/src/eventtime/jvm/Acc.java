@@ -23,6 +23,37 @@ public final class Acc {
   private static final MathContext MC = new MathContext(100);
   private static final BigInteger TWO64 = BigInteger.ONE.shiftLeft(64);
 
+  /** The words of {@link #load} / {@link #store}: n, t, lo, hi and d. */
+  static final int WORDS = 5;
+
+  /**
+   * Whether aggregation i's accumulator is its numbers alone, never {@code v}: count, and sum or
+   * mean of integers or floats. Such accumulators can live in a {@code long[]} ({@link Partials}).
+   */
+  static boolean numeric(Spec spec, int i) {
+    int kind = spec.kinds[i];
+    return kind == Spec.COUNT || ((kind == Spec.SUM || kind == Spec.MEAN) && !spec.aggDecimal[i]);
+  }
+
+  /** This accumulator as the numbers a[at .. at + WORDS) hold (v: none). */
+  void load(long[] a, int at) {
+    n = a[at];
+    t = a[at + 1];
+    lo = a[at + 2];
+    hi = a[at + 3];
+    d = Double.longBitsToDouble(a[at + 4]);
+    v = null;
+  }
+
+  /** Writes this accumulator's numbers to a[at .. at + WORDS). */
+  void store(long[] a, int at) {
+    a[at] = n;
+    a[at + 1] = t;
+    a[at + 2] = lo;
+    a[at + 3] = hi;
+    a[at + 4] = Double.doubleToRawLongBits(d);
+  }
+
   public static boolean isNull(Object value) {
     if (value == null) return true;
     if (value instanceof Double) return ((Double) value).isNaN();

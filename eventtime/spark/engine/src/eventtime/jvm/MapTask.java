@@ -47,7 +47,7 @@ final class MapTask {
     this.width = runningMax == null ? 2 : 2 + Spec.DELAY_BINS;
     this.nullPartition = newStats(width);
     this.registeredAs = registeredAs;
-    this.partials = new Partials(TABLE_SIZE.getOrDefault(spec.planId, FIRST_TABLE));
+    this.partials = new Partials(spec, TABLE_SIZE.getOrDefault(spec.planId, FIRST_TABLE));
   }
 
   /** A task told the batch's watermark directly (the in-process runner, {@link InProcess}). */
@@ -107,15 +107,13 @@ final class MapTask {
 
   /** Folds a live data row (into its slice, or its key's partial sessions): its keys at src[k0 ..], then its aggregated values. */
   void fold(Object[] src, int k0, long ms) {
-    int nk = spec.keyFields.length, na = spec.aggKinds.length;
-    Acc[] accs;
-    if (spec.session) {
-      Partials.Entry e = partials.entry(src, k0, nk, 0, 0);
-      if (e.sessions == null) e.sessions = new SessionPartials();
-      accs = e.sessions.add(spec, ms, na);
-    } else {
-      accs = partials.get(src, k0, nk, spec.sliceOf(ms), na);
+    int nk = spec.keyFields.length;
+    if (!spec.session) {
+      partials.fold(src, k0, nk, spec.sliceOf(ms), ms);
+      return;
     }
+    int na = spec.aggKinds.length;
+    Acc[] accs = partials.sessions(src, k0, nk).add(spec, ms, na);
     for (int i = 0; i < na; i++) accs[i].add(spec, i, src[k0 + nk + i], ms);
   }
 

@@ -9,10 +9,18 @@ import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * The map-side combine's table: one entry per (user key, slice), open addressing over a
- * primitive array that holds, per slot, the 64-bit hash, the slice and (for one key column of
- * short text, or of integers) the key itself, packed exactly into two longs. A row's lookup then
- * allocates nothing and, for such keys, compares without reading any object; other keys compare
- * as {@link Objects#equals} (binary keys by content) once hash and slice match.
+ * primitive array that holds, per slot, the hash with the entry's number, the slice and (for one
+ * key column of short text, or of integers) the key itself, packed exactly into two longs. A
+ * row's lookup then allocates nothing and, for such keys, compares without reading any object;
+ * other keys compare as {@link Objects#equals} (binary keys by content) once hash and slice match.
+ *
+ * <p>The entries' own data are dense arrays by entry number: their keys (read when the table is
+ * drained, and to compare keys that do not pack), and their accumulators. When every aggregation
+ * is {@link Acc#numeric} (count, sums and means of numbers), an entry's accumulators are words of
+ * one {@code long[]}, next to each other: a row then reads one slot and one run of words, not an
+ * array of accumulator objects scattered over the heap, and the table holds no object per
+ * accumulator for the young collections to copy. Session windows keep each key's {@link
+ * SessionPartials}.
  *
  * <p>Text keys come either as Spark's {@link UTF8String} (from {@link Fold}, in the generated
  * code: packed from their UTF-8 bytes, up to 15) or as Java strings (from a {@code Row}: up to
@@ -28,38 +36,62 @@ final class Partials {
     final Object[] keys;
     final Acc[] accs;
     /** Session windows: the key's partial sessions (the entry's slice is 0, its accs unused). */
-    SessionPartials sessions;
+    final SessionPartials sessions;
 
-    Entry(long slice, Object[] keys, Acc[] accs) {
+    Entry(long slice, Object[] keys, Acc[] accs, SessionPartials sessions) {
       this.slice = slice;
       this.keys = keys;
       this.accs = accs;
+      this.sessions = sessions;
     }
   }
 
-  // slot i: t[4i] hash (0 = empty), t[4i+1] slice, t[4i+2..4i+3] the packed key (see pack)
+  // slot i: t[4i] the hash's high 32 bits | (entry number + 1) (0 = empty), t[4i+1] slice,
+  // t[4i+2..4i+3] the packed key (see pack); a key's probe starts at its hash's high 32 bits
   private static final int STRIDE = 4;
+  private static final long HIGH = 0xFFFFFFFF00000000L;
   /** Packed-key first word of a key that is not packed (no packed text has this length byte). */
   private static final long NOT_PACKED = 0xFF;
   private static final long NULL_TEXT = 0xFE, INTEGER = 1, NULL_INTEGER = 2;
   private static final boolean LITTLE_ENDIAN = java.nio.ByteOrder.nativeOrder() == java.nio.ByteOrder.LITTLE_ENDIAN;
 
+  private final Spec spec;
+  private final int na;
+  /** Words per entry in {@link #numbers} (numeric accumulators), or 0: accumulator objects. */
+  private final int width;
   private long[] t;
-  private Entry[] entries;
-  /** entries[i].accs, held apart so that a hit reads one array slot, not the entry too. */
-  private Acc[][] accsAt;
   private int size;
   private long packA, packB;
+  // by entry number
+  private Object[][] keys;
+  private long[] numbers;
+  private Acc[][] accs;
+  private SessionPartials[] sessions;
+  /** The accumulator a numeric entry's words are loaded into, added to, and stored from. */
+  private final Acc cursor = new Acc();
 
   /** A table of {@code capacity} slots (a power of two), which doubles when half full. */
-  Partials(int capacity) {
+  Partials(Spec spec, int capacity) {
+    this.spec = spec;
+    this.na = spec.aggKinds.length;
+    boolean numeric = !spec.session;
+    for (int i = 0; numeric && i < na; i++) numeric = Acc.numeric(spec, i);
+    this.width = numeric ? na * Acc.WORDS : 0;
+    allocate(capacity);
+  }
+
+  private void allocate(int capacity) {
     t = new long[capacity * STRIDE];
-    entries = new Entry[capacity];
-    accsAt = new Acc[capacity][];
+    int entries = capacity / 2 + 1;
+    keys = new Object[entries][];
+    if (spec.session) sessions = new SessionPartials[entries];
+    else if (width > 0) numbers = new long[entries * width];
+    else accs = new Acc[entries][];
+    size = 0;
   }
 
   int capacity() {
-    return entries.length;
+    return t.length / STRIDE;
   }
 
   static long hash(Object[] src, int k0, int nk, long slice) {
@@ -170,19 +202,36 @@ final class Partials {
     return true;
   }
 
-  /** The accumulators of (the keys src[k0 .. k0 + nk), slice), created empty on first use. */
-  Acc[] get(Object[] src, int k0, int nk, long slice, int na) {
-    int i = slot(src, k0, nk, slice, na);  // first: it may grow the table (a new accsAt)
-    return accsAt[i];
+  /**
+   * Folds a live row at {@code ms} into (the keys src[k0 .. k0 + nk), slice): its aggregated
+   * values follow its keys in src.
+   */
+  void fold(Object[] src, int k0, int nk, long slice, long ms) {
+    int e = entry(src, k0, nk, slice);
+    int v0 = k0 + nk;
+    if (width > 0) {
+      Acc a = cursor;
+      for (int i = 0, at = e * width; i < na; i++, at += Acc.WORDS) {
+        a.load(numbers, at);
+        a.add(spec, i, src[v0 + i], ms);
+        a.store(numbers, at);
+      }
+      return;
+    }
+    Acc[] a = accs[e];
+    for (int i = 0; i < na; i++) a[i].add(spec, i, src[v0 + i], ms);
   }
 
-  /** The entry of (the keys src[k0 .. k0 + nk), slice), created (with na empty accumulators) on first use. */
-  Entry entry(Object[] src, int k0, int nk, long slice, int na) {
-    int i = slot(src, k0, nk, slice, na);  // first: it may grow the table (a new entries)
-    return entries[i];
+  /** The partial sessions of the keys src[k0 .. k0 + nk) (session windows), created on first use. */
+  SessionPartials sessions(Object[] src, int k0, int nk) {
+    int e = entry(src, k0, nk, 0);
+    SessionPartials p = sessions[e];
+    if (p == null) sessions[e] = p = new SessionPartials();
+    return p;
   }
 
-  private int slot(Object[] src, int k0, int nk, long slice, int na) {
+  /** The number of the entry of (the keys src[k0 .. k0 + nk), slice), created empty on first use. */
+  private int entry(Object[] src, int k0, int nk, long slice) {
     boolean packed = false;
     if (nk == 1) {
       Object k = src[k0];
@@ -203,59 +252,59 @@ final class Partials {
       packB = 0;
       h = hash(src, k0, nk, slice);
     }
+    long high = h & HIGH;
     long[] t = this.t;
-    int mask = entries.length - 1;
-    for (int i = (int) h & mask; ; i = (i + 1) & mask) {
+    int mask = t.length / STRIDE - 1;
+    for (int i = (int) (h >>> 32) & mask; ; i = (i + 1) & mask) {
       int at = i * STRIDE;
-      long slotHash = t[at];
-      if (slotHash == 0) {
-        Acc[] accs = new Acc[na];
-        for (int j = 0; j < na; j++) accs[j] = new Acc();
-        t[at] = h;
+      long word = t[at];
+      if (word == 0) {
+        int e = size;
+        t[at] = high | (e + 1);
         t[at + 1] = slice;
         t[at + 2] = packA;
         t[at + 3] = packB;
-        entries[i] = newEntry(slice, src, k0, nk, accs);
-        accsAt[i] = accs;
-        if (++size * 2 > entries.length) return grow(i);
-        return i;
+        keys[e] = copyKeys(src, k0, nk);
+        if (accs != null) {
+          Acc[] a = new Acc[na];
+          for (int j = 0; j < na; j++) a[j] = new Acc();
+          accs[e] = a;
+        }
+        if (++size * 2 > t.length / STRIDE) grow();
+        return e;
       }
-      if (slotHash == h && t[at + 1] == slice && t[at + 2] == packA && t[at + 3] == packB
-          && (packed || sameKeys(entries[i].keys, src, k0))) {
-        return i;
+      if ((word & HIGH) == high && t[at + 1] == slice && t[at + 2] == packA && t[at + 3] == packB
+          && (packed || sameKeys(keys[(int) word - 1], src, k0))) {
+        return (int) word - 1;
       }
     }
   }
 
-  private static Entry newEntry(long slice, Object[] src, int k0, int nk, Acc[] accs) {
+  private static Object[] copyKeys(Object[] src, int k0, int nk) {
     Object[] keys = Arrays.copyOfRange(src, k0, k0 + nk);
     for (int i = 0; i < nk; i++) {
       // a copy: the row's UTF8String points into a buffer Spark reuses for the next row
       if (keys[i] instanceof UTF8String) keys[i] = ((UTF8String) keys[i]).clone();
     }
-    return new Entry(slice, keys, accs);
+    return keys;
   }
 
-  /** Doubles the table; returns where the entry at slot {@code at} moved. */
-  private int grow(int at) {
-    Entry moving = entries[at];
-    int moved = -1;
-    long[] oldT = t;
-    Entry[] oldEntries = entries;
-    t = new long[oldT.length * 2];
-    entries = new Entry[oldEntries.length * 2];
-    accsAt = new Acc[entries.length][];
-    int mask = entries.length - 1;
-    for (int i = 0; i < oldEntries.length; i++) {
-      if (oldEntries[i] == null) continue;
-      int j = (int) oldT[i * STRIDE] & mask;
-      while (entries[j] != null) j = (j + 1) & mask;
-      System.arraycopy(oldT, i * STRIDE, t, j * STRIDE, STRIDE);
-      entries[j] = oldEntries[i];
-      accsAt[j] = oldEntries[i].accs;
-      if (oldEntries[i] == moving) moved = j;
+  /** Doubles the table (the slots; the entries' arrays keep their numbers). */
+  private void grow() {
+    long[] old = t;
+    t = new long[old.length * 2];
+    int mask = t.length / STRIDE - 1;
+    for (int at = 0; at < old.length; at += STRIDE) {
+      if (old[at] == 0) continue;
+      int j = (int) (old[at] >>> 32) & mask;
+      while (t[j * STRIDE] != 0) j = (j + 1) & mask;
+      System.arraycopy(old, at, t, j * STRIDE, STRIDE);
     }
-    return moved;
+    int entries = t.length / STRIDE / 2 + 1;
+    keys = Arrays.copyOf(keys, entries);
+    if (sessions != null) sessions = Arrays.copyOf(sessions, entries);
+    if (numbers != null) numbers = Arrays.copyOf(numbers, entries * width);
+    if (accs != null) accs = Arrays.copyOf(accs, entries);
   }
 
   int size() {
@@ -265,11 +314,22 @@ final class Partials {
   /** Every entry, in table order; the table is empty afterwards. */
   List<Entry> drain() {
     List<Entry> out = new ArrayList<>(size);
-    for (Entry e : entries) if (e != null) out.add(e);
-    t = new long[16 * STRIDE];
-    entries = new Entry[16];
-    accsAt = new Acc[16][];
-    size = 0;
+    for (int at = 0; at < t.length; at += STRIDE) {
+      if (t[at] == 0) continue;
+      int e = (int) t[at] - 1;
+      Acc[] a = null;
+      if (numbers != null) {
+        a = new Acc[na];
+        for (int i = 0; i < na; i++) {
+          a[i] = new Acc();
+          a[i].load(numbers, e * width + i * Acc.WORDS);
+        }
+      } else if (accs != null) {
+        a = accs[e];
+      }
+      out.add(new Entry(t[at + 1], keys[e], a, sessions == null ? null : sessions[e]));
+    }
+    allocate(16);
     return out;
   }
 }

@@ -138,6 +138,7 @@ class Router:
         self.partition_watermark = None
         self._state_cache = None  # RocksDB's block cache against the state (spark/state_cache.py), from start()
         self._enrichment = _query_enrichment(out)
+        self._streaming = self.out.isStreaming  # a py4j round trip: asked once
 
     # -- the query ----------------------------------------------------------------------
     def start(
@@ -328,7 +329,7 @@ class Router:
         if driver is not None:
             published = driver.before_batch(batch_id)
             self._publish(df.sparkSession, batch_id, 0 if published is None else published, driver.running_max_ms())
-        elif self.out.isStreaming:
+        elif self._streaming:
             published = self._publish_watermark(df.sparkSession, batch_id)
         # one execution of the batch; everything below is on the driver
         panes, records, stats_rows, pane_watermark_ms = collect(df, self._collector, self.keys) if self._collector \

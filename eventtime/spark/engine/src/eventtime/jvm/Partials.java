@@ -14,8 +14,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  * row's lookup then allocates nothing and, for such keys, compares without reading any object;
  * other keys compare as {@link Objects#equals} (binary keys by content) once hash and slice match.
  *
- * <p>The entries' own data are dense arrays by entry number: their keys (read when the table is
- * drained, and to compare keys that do not pack), and their accumulators. When every aggregation
+ * <p>The entries' own data are dense arrays by entry number, drained in that order: their slice
+ * and packed key, their keys (to compare keys that do not pack; a text key packed from its bytes
+ * is drained from the packed words, never copied), and their accumulators. When every aggregation
  * is {@link Acc#numeric} (count, sums and means of numbers), an entry's accumulators are words of
  * one {@code long[]}, next to each other: a row then reads one slot and one run of words, not an
  * array of accumulator objects scattered over the heap, and the table holds no object per
@@ -62,7 +63,10 @@ final class Partials {
   private long[] t;
   private int size;
   private long packA, packB;
-  // by entry number
+  // by entry number: its slice and packed key (as in its slot, read in order when drained), its keys
+  // (null for a text key packed from its UTF-8 bytes: drained from the packed words, so the table
+  // neither copies it nor, when drained, reads it back from wherever the copy lies)
+  private long[] words;
   private Object[][] keys;
   private long[] numbers;
   private Acc[][] accs;
@@ -83,6 +87,7 @@ final class Partials {
   private void allocate(int capacity) {
     t = new long[capacity * STRIDE];
     int entries = capacity / 2 + 1;
+    words = new long[entries * 3];
     keys = new Object[entries][];
     if (spec.session) sessions = new SessionPartials[entries];
     else if (width > 0) numbers = new long[entries * width];
@@ -264,7 +269,10 @@ final class Partials {
         t[at + 1] = slice;
         t[at + 2] = packA;
         t[at + 3] = packB;
-        keys[e] = copyKeys(src, k0, nk);
+        words[e * 3] = slice;
+        words[e * 3 + 1] = packA;
+        words[e * 3 + 2] = packB;
+        keys[e] = packed && LITTLE_ENDIAN && src[k0] instanceof UTF8String ? null : copyKeys(src, k0, nk);
         if (accs != null) {
           Acc[] a = new Acc[na];
           for (int j = 0; j < na; j++) a[j] = new Acc();
@@ -301,6 +309,7 @@ final class Partials {
       System.arraycopy(old, at, t, j * STRIDE, STRIDE);
     }
     int entries = t.length / STRIDE / 2 + 1;
+    words = Arrays.copyOf(words, entries * 3);
     keys = Arrays.copyOf(keys, entries);
     if (sessions != null) sessions = Arrays.copyOf(sessions, entries);
     if (numbers != null) numbers = Arrays.copyOf(numbers, entries * width);
@@ -311,12 +320,10 @@ final class Partials {
     return size;
   }
 
-  /** Every entry, in table order; the table is empty afterwards. */
+  /** Every entry, in the order they came; the table is empty afterwards. */
   List<Entry> drain() {
     List<Entry> out = new ArrayList<>(size);
-    for (int at = 0; at < t.length; at += STRIDE) {
-      if (t[at] == 0) continue;
-      int e = (int) t[at] - 1;
+    for (int e = 0; e < size; e++) {
       Acc[] a = null;
       if (numbers != null) {
         a = new Acc[na];
@@ -327,9 +334,18 @@ final class Partials {
       } else if (accs != null) {
         a = accs[e];
       }
-      out.add(new Entry(t[at + 1], keys[e], a, sessions == null ? null : sessions[e]));
+      Object[] k = keys[e] != null ? keys[e] : new Object[] {unpackText(words[e * 3 + 1], words[e * 3 + 2])};
+      out.add(new Entry(words[e * 3], k, a, sessions == null ? null : sessions[e]));
     }
     allocate(16);
     return out;
+  }
+
+  /** The text a UTF8String packed into (a, b) on a little-endian machine (see pack). */
+  private static UTF8String unpackText(long a, long b) {
+    int n = (int) (b >>> 56);
+    byte[] bytes = new byte[n];
+    for (int i = 0; i < n; i++) bytes[i] = (byte) (i < 8 ? a >>> (8 * i) : b >>> (8 * (i - 8)));
+    return UTF8String.fromBytes(bytes);
   }
 }

@@ -315,7 +315,7 @@ public final class InProcess {
   /**
    * {@link Partials} against accumulators kept apart ({@link Acc} objects in a map by key and
    * slice, added to directly) over {@code rows} seeded rows: one key column (null, or from
-   * {@code keys} texts of up to 29 bytes as UTF8String, or longs), 50 slices, values with nulls,
+   * {@code keys} texts of up to 30 bytes as UTF8String, or longs), 50 slices, values with nulls,
    * NaN, -0.0, infinities and extreme integers; enough (key, slice) entries to grow the table from
    * 16 slots many times. Returns {entries that differ, entries drained}.
    */

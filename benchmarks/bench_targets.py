@@ -79,8 +79,9 @@ def targets(r: dict) -> list[tuple[str, str, bool | None]]:
         out.append(("scale", "not measured", None))
     tiny = r.get("tiny")
     out.append(("tiny batches: median batch time <= 1.0x native",
-                f"{tiny['ratio']:.2f} ({tiny['eventtime_ms']:.0f} against {tiny['native_ms']:.0f} ms)" if tiny else "not measured",
-                tiny["ratio"] <= 1.0 if tiny else None))
+                f"{tiny['ratio_min']:.2f} / {tiny['ratio_median']:.2f} (min / median of the runs' median batch times; "
+                f"{tiny['eventtime_ms']:.0f} against {tiny['native_ms']:.0f} ms)" if tiny else "not measured",
+                tiny["ratio_min"] <= 1.0 and tiny["ratio_median"] <= 1.0 if tiny else None))
     for name in ("T", "S", "SE"):
         w = r.get(name) or {}
         if "flink_ratio" not in w:

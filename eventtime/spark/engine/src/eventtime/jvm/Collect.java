@@ -9,6 +9,8 @@ import java.nio.channels.Channels;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import org.apache.arrow.vector.ipc.ArrowStreamWriter;
 import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.api.python.PythonRDD;
@@ -49,6 +51,14 @@ public final class Collect {
   private Collect() {}
 
   static final int AS_IS = 0, TIMESTAMP = 1, BOUNDS = 2;
+  /**
+   * Per pipeline (its output type and shapes, as JSON): the output type's size and the shapes,
+   * parsed once, not in every batch (Spark's and Jackson's parsers: about half a millisecond).
+   */
+  private static final Map<List<String>, Parsed> PARSED = new ConcurrentHashMap<>();
+  private static final int MOST_PARSED = 256;
+
+  private record Parsed(int width, Shape[] shapes) {}
 
   /** One shape: the kinds it takes, its Spark schema, and per column the output field and its conversion. */
   static final class Shape implements Serializable {
@@ -124,10 +134,13 @@ public final class Collect {
    * under spark.sql.execution.arrow.useLargeVarTypes).
    */
   public static Object[] serve(Dataset<Row> batch, String outputTypeJson, String shapesJson, boolean largeVarTypes) {
-    StructType outputType = (StructType) DataType.fromJson(outputTypeJson);
-    Shape[] shapes = shapes(outputType, shapesJson);
+    if (PARSED.size() > MOST_PARSED) PARSED.clear();
+    Parsed p = PARSED.computeIfAbsent(List.of(outputTypeJson, shapesJson), k -> {
+      StructType outputType = (StructType) DataType.fromJson(outputTypeJson);
+      return new Parsed(outputType.size(), shapes(outputType, shapesJson));
+    });
     List<byte[]> streams = rows(batch).toJavaRDD()
-        .mapPartitions(new Encode(shapes, outputType.size(), largeVarTypes))
+        .mapPartitions(new Encode(p.shapes(), p.width(), largeVarTypes))
         .collect();
     return PythonRDD.serveIterator(CollectionConverters.asScala(new ArrayList<Object>(streams).iterator()), "serve-eventtime");
   }

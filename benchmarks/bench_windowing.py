@@ -486,7 +486,7 @@ def suite_scale(spark, work: str, args) -> list[str]:
 def suite_tiny(spark, work: str, args) -> list[str]:
     """1 k-row batches: each run's median batch time after its first 5 batches, ``--repeat`` runs
     per engine in one session, engines alternating and taking turns to go first (one run each
-    left the ratio to the machine's drift: 1.00, 1.06 and 1.09 in three rounds of the same code)."""
+    left the ratio to the machine's drift: 1.00, 1.06 and 1.09 in three rounds of nearly the same code)."""
     import eventtime
 
     data = os.path.join(work, "tiny")

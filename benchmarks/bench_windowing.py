@@ -306,12 +306,48 @@ def _summary(query, wall: float, probe: _Probe) -> dict:
         "batches": len(progress),
         "rows_in": sum(p["numInputRows"] for p in progress),
         "batch_ms": [p["durationMs"]["triggerExecution"] for p in data_batches],
+        "planning_ms": [p["durationMs"].get("queryPlanning", 0) for p in data_batches],
         "state_rows_after_drain": state_rows,
         "dropped_by_watermark": sum(op.get("numRowsDroppedByWatermark", 0) for p in progress for op in p.get("stateOperators", [])),
         "pane_latency_ms_p50": round(statistics.median(latencies) * 1000) if latencies else None,
         "checkpoint_bytes": _dir_bytes(probe.checkpoint),
         "checkpoint_growth_per_batch": growth,
     }
+
+
+def _last_job_id(spark) -> int:
+    """The newest job id in Spark's status store (-1 when none): a run's jobs are the ones after it."""
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    return max((jobs.apply(i).jobId() for i in range(jobs.size())), default=-1)
+
+
+def _stage_ms(spark, after_job: int) -> dict:
+    """Median wall time (submission to completion, ms) of the shuffle-map and of the result
+    stages of the jobs after ``after_job`` that have both: in both engines, a data batch's job
+    reads and combines its rows in the first and runs the state operator in the second (its
+    tasks' fixed cost included). Read from Spark's status store (a listener's copy, so the run's
+    last stages may be missing)."""
+    store = spark.sparkContext._jsc.sc().statusStore()
+    jobs = store.jobsList(None)
+    walls: dict[str, list] = {"map_stage_ms": [], "state_stage_ms": []}
+    for i in range(jobs.size()):
+        job = jobs.apply(i)
+        ids = [job.stageIds().apply(k) for k in range(job.stageIds().size())]
+        if job.jobId() <= after_job or len(ids) != 2:
+            continue
+        times = []
+        for stage_id in sorted(ids):
+            try:
+                data = store.lastStageAttempt(stage_id)
+            except Exception:  # noqa: BLE001 - evicted from the store, or never run (skipped)
+                break
+            if data.submissionTime().isEmpty() or data.completionTime().isEmpty():
+                break
+            times.append(data.completionTime().get().getTime() - data.submissionTime().get().getTime())
+        if len(times) == 2:
+            walls["map_stage_ms"].append(times[0])
+            walls["state_stage_ms"].append(times[1])
+    return {k: statistics.median(v) if v else None for k, v in walls.items()}
 
 
 def _set_partitions(spark, n: int) -> None:
@@ -338,7 +374,7 @@ def _classes_compiled(spark) -> int:
 
 
 def _brief(res: dict) -> dict:
-    return {k: v for k, v in res.items() if k not in ("batch_ms", "checkpoint_growth_per_batch")}
+    return {k: v for k, v in res.items() if k not in ("batch_ms", "planning_ms", "checkpoint_growth_per_batch")}
 
 
 def suite_throughput(spark, work: str, args) -> list[str]:
@@ -494,21 +530,34 @@ def suite_tiny(spark, work: str, args) -> list[str]:
     files = args.tiny_batches + 1
     engines = (("native", ("1 minute",)), ("eventtime", eventtime.Tumbling("1 minute")))
     medians: dict[str, list[float]] = {"native": [], "eventtime": []}
+    # where a batch's time goes, per run: query planning on the driver, the map stage, the state stage
+    parts: dict[str, dict[str, list]] = {e: {"planning_ms": [], "map_stage_ms": [], "state_stage_ms": []} for e in medians}
     compiled = {"native": 0, "eventtime": 0}
     for rnd in range(max(1, args.repeat)):
         for engine, window in (engines if rnd % 2 == 0 else engines[::-1]):
+            last_job = _last_job_id(spark)
             res = _run(engine, spark, data, work, window, files, args.eventtime_partitions if engine == "eventtime" else 2)
+            res.update(_stage_ms(spark, last_job))
             print(json.dumps({**_brief(res), "tiny_round": rnd}), flush=True)
             medians[engine].append(statistics.median(res["batch_ms"][5:]))  # after warm-up
+            parts[engine]["planning_ms"].append(statistics.median(res["planning_ms"][5:]))
+            for stage in ("map_stage_ms", "state_stage_ms"):
+                if res[stage] is not None:
+                    parts[engine][stage].append(res[stage])
             compiled[engine] += res["classes_compiled"]
     e, n = medians["eventtime"], medians["native"]
+    breakdown = {engine: {k: statistics.median(v) if v else None for k, v in p.items()} for engine, p in parts.items()}
     RESULTS["tiny"] = {"eventtime_ms": statistics.median(e), "native_ms": statistics.median(n),
                        "eventtime_runs_ms": e, "native_runs_ms": n,
-                       "ratio_min": min(e) / min(n), "ratio_median": statistics.median(e) / statistics.median(n)}
+                       "ratio_min": min(e) / min(n), "ratio_median": statistics.median(e) / statistics.median(n),
+                       "breakdown_ms": breakdown}
+    shown = lambda engine: ", ".join(f"{k[:-3].replace('_', ' ')} {v:.0f}" for k, v in breakdown[engine].items()  # noqa: E731
+                                     if v is not None)
     return [
         f"[tiny] 1k rows per batch, {args.tiny_batches} batches, {len(e)} runs each: median batch ms per run native "
         f"{n}, eventtime {e}; ratio min {min(e) / min(n):.2f}, median {statistics.median(e) / statistics.median(n):.2f}; "
-        f"classes compiled: native {compiled['native']}, eventtime {compiled['eventtime']}"
+        f"classes compiled: native {compiled['native']}, eventtime {compiled['eventtime']}",
+        f"[tiny] median ms per batch: native {shown('native')}; eventtime {shown('eventtime')}",
     ]
 
 

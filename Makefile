@@ -61,7 +61,7 @@ demo-kafka: $(VENV42)/.installed
 bench: $(VENV)/.installed
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/bench_windowing.py $(BENCH_ARGS)
 
-# Every performance target in one command, each printed as met or not (about 50 minutes, nothing else running)
+# Every performance target in one command, each printed as met or not (about 40 minutes, nothing else running)
 bench-targets: $(VENV)/.installed $(VENV42)/.installed
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/bench_targets.py
 

@@ -13,7 +13,7 @@ Runs, one after the other (nothing else should run on the machine meanwhile):
    from a 4-partition Kafka topic on a local broker.
 
 Then prints one line per target: what was measured (min / median ratios where the target is a
-ratio) and whether it is met. About 50 minutes on the 2-core machine of docs/performance.md:
+ratio) and whether it is met. About 40 minutes on the 2-core machine of docs/performance.md:
 
     .venv/bin/python benchmarks/bench_targets.py
     .venv/bin/python benchmarks/bench_targets.py --quick     # the same steps on small inputs (~8 min), a smoke run

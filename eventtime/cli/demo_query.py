@@ -105,33 +105,36 @@ def _run_query(router, checkpoint: str, files: int, say: Callable[[str], None], 
     started = time.monotonic()
     printed: set = set()
     last_file = files - 1
-    batches = 0
+
+    def say_new() -> None:  # a line for each batch not shown yet
+        for progress in query.recentProgress:
+            if progress["batchId"] not in printed:
+                printed.add(progress["batchId"])
+                file_no = file_source_offset(progress) + 1
+                say(_progress_line(progress, f"file {min(file_no, files):>3}/{files}"))
+
     try:
         while True:
             _raise_if_failed(query)
-            for progress in query.recentProgress:
-                batch_id = progress["batchId"]
-                if batch_id in printed:
-                    continue
-                printed.add(batch_id)
-                batches += 1
-                file_no = file_source_offset(progress) + 1
-                say(_progress_line(progress, f"file {min(file_no, files):>3}/{files}"))
+            say_new()
             progress = query.lastProgress
             offset = file_source_offset(progress)
             status = query.status
             idle = not status["isDataAvailable"] and not status["isTriggerActive"]
             if (offset >= last_file or (progress is None and idle and time.monotonic() - started > 5)) and idle:
-                # The last file's watermark is applied by the no-data batch Spark runs after it.
+                # The last file's watermark is applied by the no-data batch Spark runs after it
+                # (and, with per-partition watermarks, by the tick batch): shown too.
                 query.processAllAvailable()
                 if not query.status["isTriggerActive"]:
+                    _raise_if_failed(query)
+                    say_new()
                     break
             if time.monotonic() - started > timeout_s:
                 raise DemoError(f"the demo did not finish within {timeout_s:.0f} s")
             time.sleep(0.5)
     finally:
         query.stop()
-    return batches
+    return len(printed)
 
 
 def _run_kafka_query(make_router: Callable[[], Any], kafka, stream: DemoStream, checkpoint: str, watermark: str,

@@ -4,6 +4,7 @@ query) give the reference model's sessions and days on the demo's own events."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 
 import pytest
@@ -52,6 +53,9 @@ def test_the_demo_ends_with_reconcile_and_its_results_then_equal_the_batch_truth
     report = run_demo(str(tmp_path), rows=4000, batches=8, out=out)
     text = out.getvalue()
     assert report.holds and report.late > 0, text
+    # a line for every micro-batch, the no-data batch that fires the last windows included
+    shown = [int(m[1]) for m in re.finditer(r"^  batch +(\d+) ", text, re.M)]
+    assert shown == sorted(int(name) for name in os.listdir(tmp_path / "checkpoint" / "commits") if name.isdigit()), text
     before = re.search(r"before reconcile: (\d+) of (\d+) windows differ", text)
     after = re.search(r"after reconcile: (\d+) of (\d+) windows differ", text)
     assert before and after, text

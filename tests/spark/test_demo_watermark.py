@@ -105,3 +105,13 @@ def test_the_watermarks_tick_batches_are_not_counted_as_input(demo):
     sent = sum(len(open(path / "input" / name).readlines()) for name in os.listdir(path / "input") if name.endswith(".json"))
     assert sum(n for _, n in rows) == sent
     assert any(n == 0 for _, n in rows[1:])  # the tick batches: no input
+
+
+def test_every_micro_batch_the_query_ran_has_its_line(demo):
+    """The batches that ran in the demo's last processAllAvailable (Spark's no-data batch, the
+    watermark's tick batch) were left out of its output when that call ended before their lines
+    were read: then no tick batch was shown."""
+    path, _, text, _ = demo
+    shown = [int(m[1]) for m in re.finditer(r"^  batch +(\d+) ", text, re.M)]
+    committed = sorted(int(name) for name in os.listdir(path / "checkpoint" / "commits") if name.isdigit())
+    assert shown == committed, text

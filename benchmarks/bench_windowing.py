@@ -321,15 +321,16 @@ def _last_job_id(spark) -> int:
     return max((jobs.apply(i).jobId() for i in range(jobs.size())), default=-1)
 
 
-def _stage_ms(spark, after_job: int) -> dict:
+def _stage_ms(spark, after_job: int, skip: int = 0) -> dict:
     """Median wall time (submission to completion, ms) of the shuffle-map and of the result
-    stages of the jobs after ``after_job`` that have both: in both engines, a data batch's job
+    stages of the jobs after ``after_job`` that have both, leaving out the first ``skip`` such
+    jobs (as the batch times leave out the warm-up batches): in both engines, a data batch's job
     reads and combines its rows in the first and runs the state operator in the second (its
     tasks' fixed cost included). Read from Spark's status store (a listener's copy, so the run's
     last stages may be missing)."""
     store = spark.sparkContext._jsc.sc().statusStore()
     jobs = store.jobsList(None)
-    walls: dict[str, list] = {"map_stage_ms": [], "state_stage_ms": []}
+    by_job: list[tuple[int, list]] = []
     for i in range(jobs.size()):
         job = jobs.apply(i)
         ids = [job.stageIds().apply(k) for k in range(job.stageIds().size())]
@@ -345,9 +346,10 @@ def _stage_ms(spark, after_job: int) -> dict:
                 break
             times.append(data.completionTime().get().getTime() - data.submissionTime().get().getTime())
         if len(times) == 2:
-            walls["map_stage_ms"].append(times[0])
-            walls["state_stage_ms"].append(times[1])
-    return {k: statistics.median(v) if v else None for k, v in walls.items()}
+            by_job.append((job.jobId(), times))
+    kept = [times for _, times in sorted(by_job)[skip:]]
+    return {"map_stage_ms": statistics.median(t[0] for t in kept) if kept else None,
+            "state_stage_ms": statistics.median(t[1] for t in kept) if kept else None}
 
 
 def _set_partitions(spark, n: int) -> None:
@@ -519,6 +521,9 @@ def suite_scale(spark, work: str, args) -> list[str]:
     return lines
 
 
+TINY_WARMUP_BATCHES = 5  # a tiny run's first batches, left out of its medians
+
+
 def suite_tiny(spark, work: str, args) -> list[str]:
     """1 k-row batches: each run's median batch time after its first 5 batches, ``--repeat`` runs
     per engine in one session, engines alternating and taking turns to go first (one run each
@@ -537,10 +542,10 @@ def suite_tiny(spark, work: str, args) -> list[str]:
         for engine, window in (engines if rnd % 2 == 0 else engines[::-1]):
             last_job = _last_job_id(spark)
             res = _run(engine, spark, data, work, window, files, args.eventtime_partitions if engine == "eventtime" else 2)
-            res.update(_stage_ms(spark, last_job))
+            res.update(_stage_ms(spark, last_job, skip=TINY_WARMUP_BATCHES))
             print(json.dumps({**_brief(res), "tiny_round": rnd}), flush=True)
-            medians[engine].append(statistics.median(res["batch_ms"][5:]))  # after warm-up
-            parts[engine]["planning_ms"].append(statistics.median(res["planning_ms"][5:]))
+            medians[engine].append(statistics.median(res["batch_ms"][TINY_WARMUP_BATCHES:]))
+            parts[engine]["planning_ms"].append(statistics.median(res["planning_ms"][TINY_WARMUP_BATCHES:]))
             for stage in ("map_stage_ms", "state_stage_ms"):
                 if res[stage] is not None:
                     parts[engine][stage].append(res[stage])

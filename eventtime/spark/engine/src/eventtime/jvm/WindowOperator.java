@@ -44,6 +44,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   private final Spec spec;
   private transient Layout lay;
   private transient OutputRows rowsOut;
+  private transient InterpretedState state; // makes the state variables and touches the timers
   private transient ValueState<byte[]> meta;
   private transient MapState<Row, byte[]> keys;
   /** User keys whose state this operator read (a key per read; the scaling tests count them). */
@@ -65,13 +66,16 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   public void init(OutputMode outputMode, TimeMode timeMode) {
     lay = new Layout(spec);
     rowsOut = new OutputRows(spec, lay);
-    meta = getHandle().getValueState("meta", Encoders.BINARY(), TTLConfig.NONE());
-    keys = getHandle().getMapState("keys", Encoders.row(Layout.userKeySchema(spec)), Encoders.BINARY(), TTLConfig.NONE());
-    if (spec.session) {
-      dueChunks = getHandle().getMapState("due", Encoders.row(DueIndex.CHUNK_KEY), Encoders.BINARY(), TTLConfig.NONE());
-    } else if (spec.hasSql) {
-      sliceBuffers = getHandle().getMapState("buffers", Encoders.row(Layout.bufferKeySchema(spec)), Encoders.BINARY(), TTLConfig.NONE());
-    }
+    state = new InterpretedState();
+    state.run(() -> {
+      meta = getHandle().getValueState("meta", Encoders.BINARY(), TTLConfig.NONE());
+      keys = getHandle().getMapState("keys", Encoders.row(Layout.userKeySchema(spec)), Encoders.BINARY(), TTLConfig.NONE());
+      if (spec.session) {
+        dueChunks = getHandle().getMapState("due", Encoders.row(DueIndex.CHUNK_KEY), Encoders.BINARY(), TTLConfig.NONE());
+      } else if (spec.hasSql) {
+        sliceBuffers = getHandle().getMapState("buffers", Encoders.row(Layout.bufferKeySchema(spec)), Encoders.BINARY(), TTLConfig.NONE());
+      }
+    });
   }
 
   /** The buffer entries of a user key's slices (null without SQL aggregations). */
@@ -159,13 +163,21 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     long next = m.nextEvent(spec);
     boolean pending = m.timer != Long.MIN_VALUE && m.timer > m.w;
     if (next == Long.MAX_VALUE) {
-      if (pending) getHandle().deleteTimer(m.timer);
+      if (pending) deleteTimer(m.timer);
       m.timer = Long.MIN_VALUE;
     } else if (!pending || m.timer != next) {
-      if (pending) getHandle().deleteTimer(m.timer);
-      getHandle().registerTimer(next);
+      if (pending) deleteTimer(m.timer);
+      registerTimer(next);
       m.timer = next;
     }
+  }
+
+  private void registerTimer(long ms) {
+    state.run(() -> getHandle().registerTimer(ms));
+  }
+
+  private void deleteTimer(long ms) {
+    state.run(() -> getHandle().deleteTimer(ms));
   }
 
   private static List<Object> groupKey(Row r, int from, int n) {
@@ -217,7 +229,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
       wPrev = m.w;
       sweepBucket(m, watermark, out, byKey);
       if (m.timer != Long.MIN_VALUE && m.timer <= watermark) {
-        getHandle().deleteTimer(m.timer); // it would fire after these rows with nothing left to do
+        deleteTimer(m.timer); // it would fire after these rows with nothing left to do
         m.timer = Long.MIN_VALUE;
       }
     }

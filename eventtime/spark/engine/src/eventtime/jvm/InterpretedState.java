@@ -8,10 +8,11 @@ import org.apache.spark.sql.internal.SQLConf;
  * <p>{@code transformWithState} makes each state variable's encoders and the timers' anew in every
  * task of every micro-batch, and so generates their code every time (Spark's code cache saves the
  * compiling, not the generating): in a profile of 1 k-row batches, 40 % of the state stage's
- * samples were in it. Interpreted, they cost little to make, and not much more per row: a state row has one to
- * three fields. The task's own conf, with {@code spark.sql.codegen.factoryMode} set to
- * {@code NO_CODEGEN}, is in force only inside {@link #run}; the user's session is unchanged, and
- * the operator's own projections (its SQL aggregations' among them) are made outside it.
+ * samples were in it. Interpreted, they cost little to make, and not much more per row: a state
+ * row has one to three fields. The task's own conf, with {@code spark.sql.codegen.factoryMode}
+ * set to {@code NO_CODEGEN}, is in force only inside {@link #run}; the user's session is
+ * unchanged, and the operator's own projections (its SQL aggregations' among them) are made
+ * outside it.
  */
 final class InterpretedState {
   private SQLConf conf;

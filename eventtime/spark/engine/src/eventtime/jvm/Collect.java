@@ -10,7 +10,6 @@ import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 import org.apache.arrow.vector.ipc.ArrowStreamWriter;
-import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.api.python.PythonRDD;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Dataset;
@@ -149,10 +148,15 @@ public final class Collect {
    * under spark.sql.execution.arrow.useLargeVarTypes).
    */
   static Object[] serve(Dataset<Row> batch, int width, Shape[] shapes, boolean largeVarTypes) {
-    List<byte[]> streams = rows(batch).toJavaRDD()
-        .mapPartitions(new Encode(shapes, width, largeVarTypes))
-        .collect();
-    return PythonRDD.serveIterator(CollectionConverters.asScala(new ArrayList<Object>(streams).iterator()), "serve-eventtime");
+    RDD<InternalRow> rows = rows(batch);
+    // runJob with the encoder itself: RDD.collect's function holds its RDD, and Spark's closure
+    // check would serialize the batch's whole lineage (its plan's closures and the operator) on
+    // the driver in every batch.
+    byte[][][] perTask = (byte[][][]) rows.sparkContext().runJob(
+        rows, new Encode(shapes, width, largeVarTypes), scala.reflect.ClassTag$.MODULE$.apply(byte[][].class));
+    List<Object> streams = new ArrayList<>();
+    for (byte[][] task : perTask) streams.addAll(java.util.Arrays.asList((Object[]) task));
+    return PythonRDD.serveIterator(CollectionConverters.asScala(streams.iterator()), "serve-eventtime");
   }
 
   /**
@@ -167,7 +171,8 @@ public final class Collect {
   }
 
   /** One task: its rows to one Arrow stream per shape. */
-  static final class Encode implements FlatMapFunction<Iterator<InternalRow>, byte[]> {
+  static final class Encode extends scala.runtime.AbstractFunction1<scala.collection.Iterator<InternalRow>, byte[][]>
+      implements Serializable {
     private static final long serialVersionUID = 1L;
     private final Shape[] shapes;
     private final int width;
@@ -180,7 +185,15 @@ public final class Collect {
     }
 
     @Override
-    public Iterator<byte[]> call(Iterator<InternalRow> rows) throws IOException {
+    public byte[][] apply(scala.collection.Iterator<InternalRow> rows) {
+      try {
+        return encode(CollectionConverters.asJava(rows));
+      } catch (IOException e) {
+        throw new java.io.UncheckedIOException(e);
+      }
+    }
+
+    private byte[][] encode(Iterator<InternalRow> rows) throws IOException {
       ArrowWriter[] writers = new ArrowWriter[shapes.length];
       try {
         Shaped[] views = new Shaped[shapes.length];
@@ -199,8 +212,9 @@ public final class Collect {
             }
           }
         }
-        List<byte[]> streams = new ArrayList<>(shapes.length);
-        for (ArrowWriter w : writers) {
+        byte[][] streams = new byte[shapes.length][];
+        for (int s = 0; s < shapes.length; s++) {
+          ArrowWriter w = writers[s];
           w.finish();
           ByteArrayOutputStream bytes = new ByteArrayOutputStream();
           try (ArrowStreamWriter stream = new ArrowStreamWriter(w.root(), null, Channels.newChannel(bytes))) {
@@ -208,9 +222,9 @@ public final class Collect {
             stream.writeBatch();
             stream.end();
           }
-          streams.add(bytes.toByteArray());
+          streams[s] = bytes.toByteArray();
         }
-        return streams.iterator();
+        return streams;
       } finally {
         for (ArrowWriter w : writers) if (w != null) w.root().close();
       }

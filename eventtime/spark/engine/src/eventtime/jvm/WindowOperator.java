@@ -44,7 +44,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   private final Spec spec;
   private transient Layout lay;
   private transient OutputRows rowsOut;
-  private transient InterpretedState state; // makes the state variables and touches the timers
+  private transient InterpretedState state; // makes and calls the state variables, touches the timers
   private transient ValueState<byte[]> meta;
   private transient MapState<Row, byte[]> keys;
   /** User keys whose state this operator read (a key per read; the scaling tests count them). */
@@ -68,12 +68,12 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     rowsOut = new OutputRows(spec, lay);
     state = new InterpretedState();
     state.run(() -> {
-      meta = getHandle().getValueState("meta", Encoders.BINARY(), TTLConfig.NONE());
-      keys = getHandle().getMapState("keys", Encoders.row(Layout.userKeySchema(spec)), Encoders.BINARY(), TTLConfig.NONE());
+      meta = state.value(getHandle().getValueState("meta", Encoders.BINARY(), TTLConfig.NONE()));
+      keys = state.map(getHandle().getMapState("keys", Encoders.row(Layout.userKeySchema(spec)), Encoders.BINARY(), TTLConfig.NONE()));
       if (spec.session) {
-        dueChunks = getHandle().getMapState("due", Encoders.row(DueIndex.CHUNK_KEY), Encoders.BINARY(), TTLConfig.NONE());
+        dueChunks = state.map(getHandle().getMapState("due", Encoders.row(DueIndex.CHUNK_KEY), Encoders.BINARY(), TTLConfig.NONE()));
       } else if (spec.hasSql) {
-        sliceBuffers = getHandle().getMapState("buffers", Encoders.row(Layout.bufferKeySchema(spec)), Encoders.BINARY(), TTLConfig.NONE());
+        sliceBuffers = state.map(getHandle().getMapState("buffers", Encoders.row(Layout.bufferKeySchema(spec)), Encoders.BINARY(), TTLConfig.NONE()));
       }
     });
   }

@@ -122,7 +122,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
    * keys in {@code skip} (they have rows in this batch and are swept as they are read; the state
    * read here for them is kept for that, {@link #prefetched}).
    */
-  private void sweepBucket(Bucket m, long watermark, List<Row> out, Map<List<Object>, List<Row>> skip) {
+  private void sweepBucket(Bucket m, long watermark, List<Row> out, Map<Object, List<Row>> skip) {
     if (watermark <= m.w) return;
     if (spec.session) {
       // only the keys listed as due by W (the keys in skip are swept as their rows are read)
@@ -145,7 +145,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
       keysRead += entries.size();
       for (Tuple2<Row, byte[]> e : entries) {
         if (!skip.isEmpty()) {
-          List<Object> id = groupKey(e._1(), 0, lay.nk);
+          Object id = groupKey(e._1(), 0, lay.nk);
           if (skip.containsKey(id)) {
             prefetched.put(id, e._2());  // read here once: the key loop uses these bytes
             continue;
@@ -180,14 +180,14 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     state.run(() -> getHandle().deleteTimer(ms));
   }
 
-  private static List<Object> groupKey(Row r, int from, int n) {
+  private static Object groupKey(Row r, int from, int n) { // one key column: its value itself (a string caches its hash)
+    if (n == 1) return keyValue(r.get(from));
     List<Object> k = new ArrayList<>(n);
-    for (int i = 0; i < n; i++) {
-      Object v = r.get(from + i);
-      k.add(v instanceof byte[] ? ByteBuffer.wrap((byte[]) v) : v);
-    }
+    for (int i = 0; i < n; i++) k.add(keyValue(r.get(from + i)));
     return k;
   }
+
+  private static Object keyValue(Object v) { return v instanceof byte[] ? ByteBuffer.wrap((byte[]) v) : v; }
 
   @Override
   public scala.collection.Iterator<Row> handleInputRows(Row group, scala.collection.Iterator<Row> rows, TimerValues timerValues) {
@@ -206,7 +206,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
       return CollectionConverters.asScala(out.iterator());
     }
     // The bucket's rows, per user key (in order of arrival).
-    Map<List<Object>, List<Row>> byKey = new LinkedHashMap<>();
+    Map<Object, List<Row>> byKey = new LinkedHashMap<>();
     boolean end = false;
     while (it.hasNext()) {
       Row r = it.next();
@@ -233,7 +233,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
         m.timer = Long.MIN_VALUE;
       }
     }
-    for (Map.Entry<List<Object>, List<Row>> e : byKey.entrySet()) {
+    for (Map.Entry<Object, List<Row>> e : byKey.entrySet()) {
       List<Row> keyRows = e.getValue();
       Row first = keyRows.get(0);
       Object[] kv = new Object[lay.nk];
@@ -270,7 +270,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     return Math.max(0, w);
   }
 
-  private void processKey(Bucket m, Row key, List<Object> id, List<Row> rows, long wPrev, long watermark, List<Row> out) {
+  private void processKey(Bucket m, Row key, Object id, List<Row> rows, long wPrev, long watermark, List<Row> out) {
     Slices st = null;
     for (Row r : rows) {
       int cls = r.getInt(lay.cls);
@@ -324,7 +324,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
    * nothing writes a key with rows between the sweep and its turn in the key loop, which then
    * reads none of them from the store again.
    */
-  private final Map<List<Object>, byte[]> prefetched = new java.util.HashMap<>();
+  private final Map<Object, byte[]> prefetched = new java.util.HashMap<>();
 
   // --- session windows (Sessions.java) ---------------------------------------------------------
 
@@ -370,7 +370,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   }
 
   /** The key's state (new when none), swept from wPrev to W (the bucket's catch-up for this key). */
-  private Slices load(Row key, List<Object> id, long wPrev, long watermark, List<Row> out) {
+  private Slices load(Row key, Object id, long wPrev, long watermark, List<Row> out) {
     byte[] bytes = prefetched.remove(id);
     if (bytes == null) {
       bytes = keys.getValue(key);

@@ -1,6 +1,8 @@
 """Processing time in a stream: with_event_time's far-future check uses the micro-batch's
 timestamp, and that timestamp is not written into Spark's generated code (each batch would
-then compile its code again and run it with no JIT profile; eventtime/spark/engine/.../BatchValue.java)."""
+then compile its code again and run it with no JIT profile; eventtime/spark/engine/.../BatchValue.java).
+And what every batch would otherwise repeat: the operator's state encoders are resolved once
+per JVM, not in every task (ResolvedOnce.java)."""
 
 from __future__ import annotations
 
@@ -94,3 +96,35 @@ def test_window_aggregate_later_batches_compile_nothing(spark, tmp_path, codegen
         query.stop()
     assert panes, "no pane: the query did not run"
     assert compiled_after[3] == compiled_after[1], f"classes compiled after each batch: {compiled_after}"
+
+
+def test_window_aggregate_later_batches_resolve_no_state_encoder(spark, tmp_path):
+    """Each task of each batch makes the operator's state variables again; Spark's analyzer
+    resolves their encoders in the first batch only (a key of a type no other test uses, so its
+    encoders are new to this JVM)."""
+    source = tmp_path / "in"
+    source.mkdir()
+    events = (
+        spark.readStream.schema("k decimal(13,7), ts long, x double").option("maxFilesPerTrigger", 1).json(str(source))
+        .transform(eventtime.with_event_time("ts", unit="ms", min_valid="2000-01-01"))
+        .transform(eventtime.window_aggregate(keys=["k"], window=eventtime.Tumbling("1 minute"), allowed_lateness=0,
+                                              aggregations=[eventtime.count(), eventtime.sum("x")]))
+    )
+    resolutions = spark._jvm.eventtime.jvm.Engine.stateEncoderResolutions
+    before = resolutions()
+    panes: list = []
+    query = eventtime.route(events, panes=lambda t, b, q: panes.extend(t.to_pylist()), late=lambda t, b, q: None,
+                            pipeline="resolves").start(checkpoint=str(tmp_path / "chk"))
+    after: list[int] = []
+    try:
+        start = 1_700_000_000_000
+        for batch in range(4):
+            rows = [{"k": key, "ts": start + batch * 60_000 + i * 1_000, "x": 1.0} for i, key in enumerate((1.5, 2.5, 3.5))]
+            (source / f"{batch}.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+            query.processAllAvailable()
+            after.append(resolutions())
+    finally:
+        query.stop()
+    assert [p["count"] for p in panes if p["k"] == 1.5] == [1, 1, 1], panes
+    assert after[0] > before, "the first batch resolved no encoder of this key: the count does not count"
+    assert after[3] == after[0], f"encoders resolved after each batch: {before} then {after}"

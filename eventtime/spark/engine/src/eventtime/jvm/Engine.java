@@ -28,7 +28,7 @@ public final class Engine {
     Dataset<byte[]> out = mapped
         .select(functions.col(Packed.GROUP), functions.col(Packed.VALUE))
         .groupBy(functions.col(Packed.GROUP))
-        .as(Encoders.row(Layout.groupSchema(spec)), Encoders.row(Packed.valueSchema()))
+        .as(ResolvedOnce.row(Layout.groupSchema(spec)), Encoders.row(Packed.valueSchema()))
         .transformWithState(
             // A static DataFrame is one batch without a watermark: each key is processed once and
             // then swept to the end of input, so it needs no timers.
@@ -110,6 +110,11 @@ public final class Engine {
   /** The operator's grouping keys: bucket b's keyed rows at [b], its pass-through rows at [32 + b] ({@link Layout#group}). */
   public static int[] groupIds() {
     return Layout.groupIds();
+  }
+
+  /** How many times this JVM resolved the operator's state encoders ({@link ResolvedOnce}): not once per task. */
+  public static long stateEncoderResolutions() {
+    return ResolvedOnce.resolutions();
   }
 
   /** Version of the engine's state layout (checked against the checkpoint by the Python side). */

@@ -6,7 +6,6 @@ import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.streaming.ExpiredTimerInfo;
@@ -68,12 +67,12 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     rowsOut = new OutputRows(spec, lay);
     state = new InterpretedState();
     state.run(() -> {
-      meta = state.value(getHandle().getValueState("meta", Encoders.BINARY(), TTLConfig.NONE()));
-      keys = state.map(getHandle().getMapState("keys", Encoders.row(Layout.userKeySchema(spec)), Encoders.BINARY(), TTLConfig.NONE()));
+      meta = state.value(getHandle().getValueState("meta", ResolvedOnce.binary(), TTLConfig.NONE()));
+      keys = state.map(getHandle().getMapState("keys", ResolvedOnce.row(Layout.userKeySchema(spec)), ResolvedOnce.binary(), TTLConfig.NONE()));
       if (spec.session) {
-        dueChunks = state.map(getHandle().getMapState("due", Encoders.row(DueIndex.CHUNK_KEY), Encoders.BINARY(), TTLConfig.NONE()));
+        dueChunks = state.map(getHandle().getMapState("due", ResolvedOnce.row(DueIndex.CHUNK_KEY), ResolvedOnce.binary(), TTLConfig.NONE()));
       } else if (spec.hasSql) {
-        sliceBuffers = state.map(getHandle().getMapState("buffers", Encoders.row(Layout.bufferKeySchema(spec)), Encoders.BINARY(), TTLConfig.NONE()));
+        sliceBuffers = state.map(getHandle().getMapState("buffers", ResolvedOnce.row(Layout.bufferKeySchema(spec)), ResolvedOnce.binary(), TTLConfig.NONE()));
       }
     });
   }

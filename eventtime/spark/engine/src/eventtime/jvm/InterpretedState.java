@@ -14,7 +14,8 @@ import scala.Tuple2;
  * code every time (Spark's code cache saves the compiling, not the generating): in a profile of
  * 1 k-row batches, 40 % of the state stage's samples were in it. Interpreted, they cost little
  * to make, and not much more per row: a state row has one to three fields. The task's own conf,
- * with {@code spark.sql.codegen.factoryMode} set to {@code NO_CODEGEN}, is in force only inside
+ * with {@code spark.sql.codegen.factoryMode} set to {@code NO_CODEGEN} (and without subexpression
+ * elimination, whose interpreted form clears a cache on every row), is in force only inside
  * {@link #call}: around making the state variables, each call of them ({@link #value}, {@link
  * #map}) and the timer calls. The user's session is unchanged, and the operator's own
  * projections (its SQL aggregations' among them) are made outside it.
@@ -75,6 +76,8 @@ final class InterpretedState {
     SQLConf copy = new SQLConf();
     copy.settings().putAll(SQLConf.get().settings()); // as they are: checked when they were set
     copy.settings().put(SQLConf.CODEGEN_FACTORY_MODE().key(), "NO_CODEGEN");
+    // an interpreted projection with it clears a cache on every row; these share no subexpression worth it
+    copy.settings().put(SQLConf.SUBEXPRESSION_ELIMINATION_ENABLED().key(), "false");
     return copy;
   }
 }

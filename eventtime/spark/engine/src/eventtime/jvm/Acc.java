@@ -23,9 +23,6 @@ public final class Acc {
   private static final MathContext MC = new MathContext(100);
   private static final BigInteger TWO64 = BigInteger.ONE.shiftLeft(64);
 
-  /** The words of {@link #load} / {@link #store}: n, t, lo, hi and d. */
-  static final int WORDS = 5;
-
   /**
    * Whether aggregation i's accumulator is its numbers alone, never {@code v}: count, and sum or
    * mean of integers or floats. Such accumulators can live in a {@code long[]} ({@link Partials}).
@@ -35,23 +32,34 @@ public final class Acc {
     return kind == Spec.COUNT || ((kind == Spec.SUM || kind == Spec.MEAN) && !spec.aggDecimal[i]);
   }
 
-  /** This accumulator as the numbers a[at .. at + WORDS) hold (v: none). */
-  void load(long[] a, int at) {
+  /**
+   * The words a numeric accumulator ({@link #numeric}) of aggregation i takes in a {@code long[]}:
+   * n, then d (a float sum) or lo and hi (an integer sum); a count is n alone.
+   */
+  static int words(Spec spec, int i) {
+    if (spec.kinds[i] == Spec.COUNT) return 1;
+    return spec.aggIntegral[i] ? 3 : 2;
+  }
+
+  /** This numeric accumulator as the {@code words} ({@link #words}) at a[at ..] hold. */
+  void load(long[] a, int at, int words) {
     n = a[at];
-    t = a[at + 1];
-    lo = a[at + 2];
-    hi = a[at + 3];
-    d = Double.longBitsToDouble(a[at + 4]);
+    t = 0;
+    lo = words == 3 ? a[at + 1] : 0;
+    hi = words == 3 ? a[at + 2] : 0;
+    d = words == 2 ? Double.longBitsToDouble(a[at + 1]) : 0;
     v = null;
   }
 
-  /** Writes this accumulator's numbers to a[at .. at + WORDS). */
-  void store(long[] a, int at) {
+  /** Writes this numeric accumulator's {@code words} ({@link #words}) to a[at ..]. */
+  void store(long[] a, int at, int words) {
     a[at] = n;
-    a[at + 1] = t;
-    a[at + 2] = lo;
-    a[at + 3] = hi;
-    a[at + 4] = Double.doubleToRawLongBits(d);
+    if (words == 2) {
+      a[at + 1] = Double.doubleToRawLongBits(d);
+    } else if (words == 3) {
+      a[at + 1] = lo;
+      a[at + 2] = hi;
+    }
   }
 
   public static boolean isNull(Object value) {

@@ -23,6 +23,7 @@ public final class Fold implements java.io.Serializable {
   private transient boolean looked;
   private transient long attempt;
   private transient MapTask task;
+  private transient Thread owner;
   private transient Object[] scratch;
   /** Text partitions seen by this task, as Java strings (one decoding per distinct value). */
   private transient Map<UTF8String, String> partitionText;
@@ -43,15 +44,19 @@ public final class Fold implements java.io.Serializable {
    */
   public boolean call(boolean msNull, long ms, boolean clsNull, int cls, Object partition, Object[] values) {
     if (clsNull) return false;
-    TaskContext tc = TaskContext.get();
-    if (tc == null) return false;
-    if (!looked || tc.taskAttemptId() != attempt) {
-      task = MapTask.current(spec);
-      if (task != null) task.textKeysAsBytes = true;
-      attempt = tc.taskAttemptId();
-      looked = true;
+    // the task's state, looked up once a task, not in Spark's thread-local task context every row
+    if (task == null || task.closed || owner != Thread.currentThread()) {
+      TaskContext tc = TaskContext.get();
+      if (tc == null) return false;
+      if (!looked || tc.taskAttemptId() != attempt || (task != null && task.closed)) {
+        task = MapTask.current(spec);
+        if (task != null) task.textKeysAsBytes = true;
+        attempt = tc.taskAttemptId();
+        owner = Thread.currentThread();
+        looked = true;
+      }
+      if (task == null) return false;
     }
-    if (task == null) return false;
     Long time = msNull ? null : ms;
     if (cls == Layout.HEARTBEAT) {
       task.count(partition(partition), cls, time);

@@ -33,12 +33,17 @@ final class MapTask {
   int wakeAll;
   /** The end-of-input control row's time, or MIN_VALUE. */
   private long endOfInputMs = Long.MIN_VALUE;
+  /** Set when the task's input ended or the task completed: a {@link Fold} holding it looks again. */
+  volatile boolean closed;
   /** Set by {@link Fold}: text keys reach the combine as Spark's UTF8String (the mapper's too, then). */
   boolean textKeysAsBytes;
   private final int width;
   private final String registeredAs;
-  private Object lastPartition;
-  private long[] lastStats;
+  /** The statistics of the last partitions seen (a source's rows interleave a few), before the map. */
+  private final Object[] recentPartitions = new Object[RECENT];
+  private final long[][] recentStats = new long[RECENT][];
+  private int recentNext;
+  private static final int RECENT = 8;
 
   private MapTask(Spec spec, Long watermark, Long runningMax, String registeredAs) {
     this.spec = spec;
@@ -68,7 +73,10 @@ final class MapTask {
     String id = id(spec, tc);
     MapTask task = new MapTask(spec, Mapper.batchWatermark(spec), Mapper.batchRunningMax(spec), id);
     OPEN.put(id, task);
-    tc.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) context -> OPEN.remove(id));
+    tc.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) context -> {
+      task.closed = true;
+      OPEN.remove(id);
+    });
     return task;
   }
 
@@ -79,6 +87,7 @@ final class MapTask {
   }
 
   void close() {
+    closed = true;
     if (registeredAs != null) OPEN.remove(registeredAs);
     TABLE_SIZE.merge(spec.planId, Math.min(partials.capacity(), LARGEST_FIRST_TABLE), Math::max);
   }
@@ -92,12 +101,8 @@ final class MapTask {
     long[] st;
     if (partition == null) {
       st = nullPartition;
-    } else if (partition.equals(lastPartition)) {
-      st = lastStats;
     } else {
-      st = stats.computeIfAbsent(partition, p -> newStats(width));
-      lastPartition = partition;
-      lastStats = st;
+      st = recentStats(partition);
     }
     st[0]++;
     long m = ms == null ? 0 : ms;
@@ -135,6 +140,17 @@ final class MapTask {
     long max = Math.max(endOfInputMs, nullPartition[1]);
     for (long[] st : stats.values()) max = Math.max(max, st[1]);
     return max;
+  }
+
+  private long[] recentStats(Object partition) {
+    for (int i = 0; i < RECENT; i++) {
+      if (partition.equals(recentPartitions[i])) return recentStats[i];
+    }
+    long[] st = stats.computeIfAbsent(partition, p -> newStats(width));
+    recentPartitions[recentNext] = partition;
+    recentStats[recentNext] = st;
+    recentNext = (recentNext + 1) % RECENT;
+    return st;
   }
 
   private static long[] newStats(int width) {

@@ -18,7 +18,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  * and packed key, their keys (to compare keys that do not pack; a text key packed from its bytes
  * is drained from the packed words, never copied), and their accumulators. When every aggregation
  * is {@link Acc#numeric} (count, sums and means of numbers), an entry's accumulators are words of
- * one {@code long[]}, next to each other: a row then reads one slot and one run of words, not an
+ * one {@code long[]}, next to each other, only the words each uses ({@link Acc#words}: a count
+ * and a float sum take three): a row then reads one slot and one short run of words, not an
  * array of accumulator objects scattered over the heap, and the table holds no object per
  * accumulator for the young collections to copy. Session windows keep each key's {@link
  * SessionPartials}.
@@ -60,6 +61,8 @@ final class Partials {
   private final int na;
   /** Words per entry in {@link #numbers} (numeric accumulators), or 0: accumulator objects. */
   private final int width;
+  /** Per aggregation, its words in an entry of {@link #numbers} ({@link Acc#words}). */
+  private final int[] accWords;
   private long[] t;
   private int size;
   private long packA, packB;
@@ -80,7 +83,10 @@ final class Partials {
     this.na = spec.aggKinds.length;
     boolean numeric = !spec.session;
     for (int i = 0; numeric && i < na; i++) numeric = Acc.numeric(spec, i);
-    this.width = numeric ? na * Acc.WORDS : 0;
+    this.accWords = new int[na];
+    int w = 0;
+    for (int i = 0; numeric && i < na; i++) w += accWords[i] = Acc.words(spec, i);
+    this.width = w;
     allocate(capacity);
   }
 
@@ -216,10 +222,10 @@ final class Partials {
     int v0 = k0 + nk;
     if (width > 0) {
       Acc a = cursor;
-      for (int i = 0, at = e * width; i < na; i++, at += Acc.WORDS) {
-        a.load(numbers, at);
+      for (int i = 0, at = e * width; i < na; at += accWords[i], i++) {
+        a.load(numbers, at, accWords[i]);
         a.add(spec, i, src[v0 + i], ms);
-        a.store(numbers, at);
+        a.store(numbers, at, accWords[i]);
       }
       return;
     }
@@ -327,9 +333,9 @@ final class Partials {
       Acc[] a = null;
       if (numbers != null) {
         a = new Acc[na];
-        for (int i = 0; i < na; i++) {
+        for (int i = 0, at = e * width; i < na; at += accWords[i], i++) {
           a[i] = new Acc();
-          a[i].load(numbers, e * width + i * Acc.WORDS);
+          a[i].load(numbers, at, accWords[i]);
         }
       } else if (accs != null) {
         a = accs[e];

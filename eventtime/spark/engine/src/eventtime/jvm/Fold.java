@@ -48,7 +48,8 @@ public final class Fold implements java.io.Serializable {
     if (task == null || task.closed || owner != Thread.currentThread()) {
       TaskContext tc = TaskContext.get();
       if (tc == null) return false;
-      if (!looked || tc.taskAttemptId() != attempt || (task != null && task.closed)) {
+      // a task held here is closed or was found on another thread: look it up again
+      if (!looked || tc.taskAttemptId() != attempt || task != null) {
         task = MapTask.current(spec);
         if (task != null) task.textKeysAsBytes = true;
         attempt = tc.taskAttemptId();

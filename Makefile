@@ -80,8 +80,9 @@ test: $(VENV)/.installed
 	$(PYTEST43) -m "not component"
 
 # Every test, what CI runs: the pyspark 4.3 suite with the component tests, then on pyspark 4.2
-# the real components (tests/integration: Kafka, delta-spark, a standalone cluster, the wheel)
-# and the engine's transcripts. Both runs always run; the target fails when either fails.
+# the real components (tests/integration: Kafka, delta-spark, a standalone cluster, the wheel on
+# both minors), the engine's transcripts and the static bounded runs (tests/spark/test_bounded_runs.py).
+# Both runs always run; the target fails when either fails.
 check: $(VENV)/.installed $(VENV42)/.installed
 	$(PYTEST43); \
 	first=$$?; \
@@ -91,7 +92,7 @@ check: $(VENV)/.installed $(VENV42)/.installed
 
 test-integration: $(VENV42)/.installed
 	PYSPARK_PYTHON=$(abspath $(PY42)) $(PY42) -m pytest -p no:cacheprovider -q tests/integration \
-		"tests/spark/test_spark_engine.py::test_spark_matches_transcript"
+		"tests/spark/test_spark_engine.py::test_spark_matches_transcript" tests/spark/test_bounded_runs.py
 
 # The pure core and unit tests only (no Spark engine run), in two processes, for use between edits.
 test-fast: $(VENV)/.installed

@@ -183,9 +183,20 @@ class ReferenceEngine:
                 touched[(key, session)] = None
 
     def process_batch(self, records: Iterable[Record], now_ms: Optional[int] = None,
-                      processing_time_ms: Optional[int] = None) -> BatchResult:
+                      processing_time_ms: Optional[int] = None, end_of_input: bool = False) -> BatchResult:
         """One micro-batch. ``now_ms`` is the time the timestamp checks use (``max_future``);
-        ``processing_time_ms`` (default ``now_ms``) is the batch's time for idleness."""
+        ``processing_time_ms`` (default ``now_ms``) is the batch's time for idleness.
+
+        ``end_of_input=True``: the batch is the last of a bounded input, and the watermark goes
+        from it straight to ``END_OF_INPUT_MS``. A static DataFrame is that one batch (Flink's
+        batch execution mode): every window fires once, final, and is purged.
+
+        >>> from eventtime import EngineConfig, Tumbling
+        >>> engine = ReferenceEngine(EngineConfig(Tumbling(3000), min_valid_ms=1))
+        >>> [(p.timing, p.is_final) for p in engine.process_batch([Record("k", 1000), Record("k", 9000)],
+        ...                                                       now_ms=10_000, end_of_input=True).panes]
+        [('ON_TIME', True), ('ON_TIME', True)]
+        """
         cfg = self.config
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         watermark = self.watermark_ms
@@ -241,7 +252,7 @@ class ReferenceEngine:
             new_watermark = self.last_step.watermark_ms
         else:
             new_watermark = next_watermark(watermark, max_seen, cfg.max_out_of_orderness_ms)
-        self._advance(new_watermark, result)
+        self._advance(END_OF_INPUT_MS if end_of_input else new_watermark, result)
         return result
 
     def end_of_input(self) -> BatchResult:

@@ -6,6 +6,7 @@ a sequence of micro-batches; the output has one entry per batch. See docs/replay
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from ..core import aggregations as agg
 from ..core._duration import event_zone
 from ..core.config import EngineConfig
 from ..core.reference import BatchResult, Pane, Record, ReferenceEngine
+from ..core.trigger import END_OF_INPUT_MS
 from ..core.watermark import WatermarkPolicy
 from ..core.window import WindowAssigner
 
@@ -187,11 +189,16 @@ def render_batch(result: BatchResult, sessions: bool = False) -> dict:
     }
 
 
-def run_reference(scenario: Scenario, merged_from: bool = False) -> dict:
+def run_reference(scenario: Scenario, merged_from: bool = False, bounded: bool = False) -> dict:
     """Replay a scenario through the reference model. ``merged_from`` adds that field to session
-    panes (the contract's output leaves it out)."""
+    panes (the contract's output leaves it out). ``bounded``: every record in one batch that ends
+    the input, as a static DataFrame runs (docs/semantics.md, "End of input")."""
     engine = ReferenceEngine(scenario.config, tz=scenario.tz)
     sessions = merged_from and scenario.config.window.merging
+    if bounded:
+        one = engine.process_batch([r for batch in scenario.batches for r in batch], scenario.now_ms,
+                                   scenario.processing_time_ms(0), end_of_input=True)
+        return {"batches": [render_batch(dataclasses.replace(one, watermark_ms=END_OF_INPUT_MS), sessions)]}
     return {"batches": [
         render_batch(engine.process_batch(batch, scenario.now_ms, scenario.processing_time_ms(i)), sessions)
         for i, batch in enumerate(scenario.batches)

@@ -71,7 +71,8 @@ def wait_for_file(query, index: int, timeout_s: float = 300) -> None:
 class ReplayRunner:
     """One streaming query fed batch by batch (used by :func:`run_scenario` and the tests)."""
 
-    def __init__(self, scenario: Scenario, spark=None, workdir: Optional[str] = None, merged_from: bool = False) -> None:
+    def __init__(self, scenario: Scenario, spark=None, workdir: Optional[str] = None, merged_from: bool = False,
+                 bounded: bool = False) -> None:
         from pyspark.sql import SparkSession
         from pyspark.sql import types as T
 
@@ -101,9 +102,19 @@ class ReplayRunner:
                 T.StructField("partition", T.StringType()),
             ]
         )
-        cfg = scenario.config
+        self._panes: list = []
+        self._records: list = []
+        self._batch = 0
+        self.bounded = bounded
+        if bounded:  # a static DataFrame of every record, made by run_to_end
+            return
         stream = self.spark.readStream.schema(self.schema).option("maxFilesPerTrigger", 1).json(self.src)
-        events = stream.transform(
+        self.router = self._route(stream)
+        self.query = self.router.start(checkpoint=os.path.join(self.dir, "checkpoint"))
+
+    def _route(self, source):
+        cfg, scenario = self.scenario.config, self.scenario
+        events = source.transform(
             with_event_time(
                 "ts",
                 max_out_of_orderness=cfg.max_out_of_orderness_ms,
@@ -128,11 +139,20 @@ class ReplayRunner:
                 idle_timeout=cfg.watermark.idle_timeout_ms,
             )
         )
-        self._panes: list = []
-        self._records: list = []
-        self.router = route(out, panes=self._capture_panes, late=self._capture_records, pipeline="replay_" + uuid.uuid4().hex[:8])
-        self.query = self.router.start(checkpoint=os.path.join(self.dir, "checkpoint"))
-        self._batch = 0
+        return route(out, panes=self._capture_panes, late=self._capture_records, pipeline="replay_" + uuid.uuid4().hex[:8])
+
+    def run_to_end(self) -> dict:
+        """A bounded runner: every record of the scenario as one static DataFrame, run to its end of
+        input (one batch, ``start(end_of_input=True)``); its output as one batch."""
+        path = os.path.join(self.src, "all.json")
+        with open(path, "w", encoding="utf-8") as handle:  # read as the stream reads its files
+            for rec in (rec for batch in self.scenario.batches for rec in batch):
+                handle.write(json.dumps(self._row(rec)) + "\n")
+        self.router = self._route(self.spark.read.schema(self.schema).json(path))
+        stats = self.router.start(end_of_input=True)
+        panes, records = self._panes, self._records
+        self._panes, self._records = [], []
+        return self._render(panes, records, stats.watermark_ms)
 
     def _capture_panes(self, table, batch_id, query_id) -> None:
         self._panes.append(table)
@@ -221,7 +241,8 @@ class ReplayRunner:
 
     def close(self) -> None:
         try:
-            self.query.stop()
+            if not self.bounded:
+                self.query.stop()
         finally:
             if self._own_dir:
                 shutil.rmtree(self.dir, ignore_errors=True)
@@ -242,13 +263,16 @@ def _merged_from_ms(table) -> list:
     ]
 
 
-def run_scenario(scenario: Union[dict, Scenario], spark=None, merged_from: bool = False) -> dict:
+def run_scenario(scenario: Union[dict, Scenario], spark=None, merged_from: bool = False, bounded: bool = False) -> dict:
     """Replay a scenario (parsed JSON or :class:`Scenario`) through Spark; same output as the
-    reference (``merged_from`` as in :func:`~eventtime.harness.scenario.run_reference`)."""
+    reference (``merged_from`` and ``bounded`` as in :func:`~eventtime.harness.scenario.run_reference`:
+    ``bounded`` runs every record as one static DataFrame to its end of input)."""
     if not isinstance(scenario, Scenario):
         scenario = parse_scenario(scenario)
-    runner = ReplayRunner(scenario, spark=spark, merged_from=merged_from)
+    runner = ReplayRunner(scenario, spark=spark, merged_from=merged_from, bounded=bounded)
     try:
+        if bounded:
+            return {"batches": [runner.run_to_end()]}
         return {"batches": [runner.run_batch(batch) for batch in scenario.batches]}
     finally:
         runner.close()

@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 from ..core.aggregations import pane_columns
 from ..core.config import EngineConfig
 from ..core.kinds import INVALID_RECORD, LATE_RECORD, PANE
+from ..core.trigger import END_OF_INPUT_MS
 from ..core.watermark import running_max_ms
 from ..ops.faults import fault_point
 from ..ops.monitor import progress_line
@@ -277,7 +278,7 @@ class Router:
                 f"trigger={trigger!r}. Call start(end_of_input=True) alone."
             )
         self._query_id = f"batch-{uuid.uuid4()}"
-        self._handle(self.out, 0)
+        self._handle(self.out, 0, ends_input=True)
         return self._last_stats
 
     @property
@@ -319,7 +320,7 @@ class Router:
         value = f"{self.query_id()}:{batch_id}:{watermark}:{'' if running_max is None else running_max}"
         spark.sparkContext.setLocalProperty(WATERMARK_PROPERTY, value)
 
-    def _handle(self, df: DataFrame, batch_id: int) -> None:
+    def _handle(self, df: DataFrame, batch_id: int, ends_input: bool = False) -> None:
         started = time.monotonic()
         fault_point("after_commit", batch_id - 1)
         if self._state_cache is not None and self.query is not None:  # the last batch's state store files
@@ -335,6 +336,8 @@ class Router:
         panes, records, stats_rows, pane_watermark_ms = collect(df, self._collector, self.keys) if self._collector \
             else split(df.toArrow(), self.keys, self.agg_names)
         stats = self._counter.count(batch_id, panes, records, stats_rows, pane_watermark_ms)
+        if ends_input:  # a static DataFrame's one batch: its watermark ends at the end of input, rows or none
+            stats = dataclasses.replace(stats, watermark_ms=END_OF_INPUT_MS)
         if driver is not None:
             stats = driver.apply(batch_id, stats_rows, stats)
         if self._enrichment:  # the workers' counts, merged into the accumulators by the batch's action

@@ -1,5 +1,6 @@
 """The wheel: built with one engine jar per supported Spark minor, installed into a fresh venv
-and run on a machine view with ``java`` but no ``javac``.
+with each minor's pyspark and run on a machine view with ``java`` but no ``javac``: a streaming
+job and a bounded job on every minor, the demo and the README's dashboard on 4.3.
 
 Everything happens in a temporary directory: the source is copied there (the files git
 tracks or would track), the wheel and sdist are built there, the venv is made there. The
@@ -165,26 +166,54 @@ def test_wheel_without_the_variable_builds_for_the_importable_pyspark(built, tmp
         assert sorted(n for n in whl.namelist() if n.endswith(".jar")) == [JAR42]
 
 
-@pytest.fixture(scope="module")
-def installed(built):
-    """A fresh venv with the wheel (pyspark 4.3), and a PATH on which there is no javac."""
+# Each supported minor: its dev interpreter (the same command's output to compare with), its
+# constraints and the jar the wheel carries for it.
+MINORS = {
+    "4.3": (PY43, CONSTRAINTS, JAR43),
+    "4.2": (PY42, REPO / "constraints" / "spark-4.2.txt", JAR42),
+}
+_VENVS: dict = {}
+
+
+def _install(built, minor: str) -> dict:
+    """A fresh venv with the wheel and the minor's pyspark, and a PATH on which there is no javac
+    (made once per minor for the module)."""
+    if minor in _VENVS:
+        return _VENVS[minor]
     root = built["root"]
-    venv = root / "venv"
+    venv = root / f"venv-{minor}"
     _run([_base_python(), "-m", "venv", venv])
     python = venv / "bin" / "python"
-    no_jdk = _no_javac_bin(root / "no-jdk-bin")
+    no_jdk = root / "no-jdk-bin"
+    if not no_jdk.exists():
+        _no_javac_bin(no_jdk)
     path = f"{venv / 'bin'}{os.pathsep}{no_jdk}"
     env = _clean_env(path, python)
-    cwd = root / "elsewhere"
+    cwd = root / f"elsewhere-{minor}"
     cwd.mkdir()
     started = time.monotonic()
-    _run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c", CONSTRAINTS,
+    _run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c", MINORS[minor][1],
           built["wheel"]], env=env, cwd=cwd)
-    print(f"\ninstall of the wheel into a fresh venv, without javac: {time.monotonic() - started:.1f} s")
-    return {"venv": venv, "python": python, "env": env, "cwd": cwd}
+    print(f"\ninstall of the wheel with pyspark {minor} into a fresh venv, without javac: {time.monotonic() - started:.1f} s")
+    _VENVS[minor] = {"venv": venv, "python": python, "env": env, "cwd": cwd, "minor": minor,
+                     "version": built["v43" if minor == "4.3" else "v42"]}
+    return _VENVS[minor]
 
 
-def test_no_javac_on_the_path(installed):
+@pytest.fixture(scope="module", params=sorted(MINORS), ids=lambda m: f"spark{m}")
+def each_installed(built, request):
+    """The wheel installed with each supported pyspark minor."""
+    return _install(built, request.param)
+
+
+@pytest.fixture(scope="module")
+def installed(built):
+    """The wheel installed with pyspark 4.3 (the longer jobs run on it only)."""
+    return _install(built, "4.3")
+
+
+def test_no_javac_on_the_path(each_installed):
+    installed = each_installed
     out = _run([installed["python"], "-c", "import shutil, json; print(json.dumps([shutil.which(c) for c in ('javac', 'jar', 'java')]))"],
                env=installed["env"], cwd=installed["cwd"])
     javac, jar, java = json.loads(out.stdout)
@@ -192,30 +221,35 @@ def test_no_javac_on_the_path(installed):
     assert java is not None
 
 
-def test_installed_engine_jar_is_the_packaged_one(installed, built):
+def test_installed_engine_jar_is_the_packaged_one(each_installed):
+    installed = each_installed
     out = _run([installed["python"], "-c", "import eventtime, pyspark; print(pyspark.__version__); print(eventtime.engine_jar())"],
                env=installed["env"], cwd=installed["cwd"])
     version, jar = out.stdout.split()
-    assert version == built["v43"]
+    assert version == installed["version"]
     site = _run([installed["python"], "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                 env=installed["env"]).stdout.strip()
-    assert jar == os.path.join(site, JAR43)
-    assert jar_spark_version(jar) == built["v43"]
+    assert jar == os.path.join(site, MINORS[installed["minor"]][2])
+    assert jar_spark_version(jar) == installed["version"]
 
 
-def test_installed_replay_on_spark_without_javac(installed, tmp_path):
+def test_installed_replay_on_spark_without_javac(each_installed, tmp_path):
+    """A streaming job: a transcript replayed through a streaming query, from the wheel."""
+    installed = each_installed
     scenario, expected = load_transcript(TRANSCRIPT)
     path = tmp_path / "scenario.json"
     path.write_text(json.dumps(scenario))
     flags = ["--merged-from"] if lists_merged_from(expected) else []
-    # the same command in the dev venv (editable install, the jar compiled there), at the same time
-    dev = subprocess.Popen([REPO / ".venv" / "bin" / "eventtime", "replay", path, "--engine", "spark", *flags],
+    # the same command in the minor's dev venv (editable install, the jar compiled there), at the same time
+    dev_python = MINORS[installed["minor"]][0]
+    dev = subprocess.Popen([dev_python.parent / "eventtime", "replay", path, "--engine", "spark", *flags],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                           env=_clean_env(os.environ["PATH"], PY43))
+                           env=_clean_env(os.environ["PATH"], dev_python))
     started = time.monotonic()
     got = _run([installed["venv"] / "bin" / "eventtime", "replay", path, "--engine", "spark", *flags],
                env=installed["env"], cwd=installed["cwd"])
-    print(f"\nreplay of {TRANSCRIPT.name} on Spark from the wheel, without javac: {time.monotonic() - started:.1f} s")
+    print(f"\nreplay of {TRANSCRIPT.name} on Spark {installed['minor']} from the wheel, without javac: "
+          f"{time.monotonic() - started:.1f} s")
     dev_out, dev_err = dev.communicate(timeout=600)
     assert dev.returncode == 0, dev_err[-4000:]
 
@@ -225,6 +259,47 @@ def test_installed_replay_on_spark_without_javac(installed, tmp_path):
     assert diff_outputs(expected, output) is None, diff_outputs(expected, output)
     assert output == json.loads(dev_out)
     assert any(pane.get("merged_from") for batch in output["batches"] for pane in batch["panes"])
+
+
+_BOUNDED = r"""
+import json, sys
+import eventtime
+from eventtime.sinks import DeltaLateSink, DeltaResultsSink
+
+out_dir = sys.argv[1]
+spark = eventtime.local_session()
+rows = [(f"k{i % 3}", 1_700_000_000_000 + i * 1000, float(i)) for i in range(121)] + [("k0", 0, 1.0)]
+df = spark.createDataFrame(rows, "k string, ts long, v double")
+out = (df.transform(eventtime.with_event_time("ts", unit="ms", max_out_of_orderness="10 seconds",
+                                              min_valid="2000-01-01", max_future="36500 days"))
+         .transform(eventtime.window_aggregate(keys=["k"], window=eventtime.Tumbling("1 minute"),
+                                               aggregations=[eventtime.count(), eventtime.sum("v")])))
+stats = eventtime.route(out, panes=DeltaResultsSink(out_dir + "/results", pipeline="wheel"),
+                        late=DeltaLateSink(out_dir + "/late", pipeline="wheel"), pipeline="wheel").start(end_of_input=True)
+panes = eventtime.latest_panes(out_dir + "/results", pipeline="wheel")
+got = sorted((r.k, int(r.window_start.timestamp() * 1000), int(r.count), float(r.sum_v), bool(r.is_final))
+             for r in panes.itertuples())
+expected = sorted((r["k"], r["w"], r["n"], r["s"], True) for r in df.where("ts > 0").selectExpr(
+    "k", "cast(floor(ts / 60000) * 60000 as long) as w", "v").groupBy("k", "w").agg({"*": "count", "v": "sum"})
+    .withColumnRenamed("count(1)", "n").withColumnRenamed("sum(v)", "s").collect())
+late = eventtime.read_late(out_dir + "/late").to_pandas()
+spark.stop()
+print("RESULT " + json.dumps({"spark": spark.version, "panes": len(got), "equal": got == expected, "rows_in": stats.rows_in,
+                              "invalid": late["reason"].tolist()}))
+"""
+
+
+def test_installed_bounded_job_on_a_static_dataframe(each_installed, tmp_path):
+    """A bounded job (a backfill): the README's bounded pattern on a static DataFrame into the Delta
+    sinks, from the wheel, equal to Spark's batch groupBy; its 1970 record in the late table."""
+    installed = each_installed
+    script = tmp_path / "bounded.py"
+    script.write_text(_BOUNDED)
+    done = _run([installed["python"], script, tmp_path / "out"], env=installed["env"], cwd=installed["cwd"], timeout=600)
+    (line,) = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    result = json.loads(line[len("RESULT "):])
+    assert result == {"spark": installed["version"], "panes": 9, "equal": True, "rows_in": 122,
+                      "invalid": ["before_min_valid"]}, done.stdout[-3000:]
 
 
 def test_installed_demo_without_javac(installed):

@@ -21,6 +21,12 @@ public final class Engine {
    */
   public static Dataset<Row> apply(Dataset<Row> input, String specJson) {
     Spec spec = new Spec(specJson);
+    if (spec.bounded) {
+      // A static plan's state store tasks report RocksDB snapshot uploads to the state store
+      // coordinator (Spark 4.2), whose endpoint only the session's StreamingQueryManager
+      // registers: made here, or the first task fails with RpcEndpointNotFoundException.
+      input.sparkSession().streams();
+    }
     MapSideWatermark moved = MapSideWatermark.of(input);
     Dataset<Row> mapped = mapInput(moved == null ? input : moved.input, spec)
         .mapPartitions(new Packed.Pack(new Mapper(spec, moved != null), spec), Encoders.row(Packed.schema()));

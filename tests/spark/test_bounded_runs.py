@@ -1,0 +1,120 @@
+"""Bounded runs of static DataFrames (a backfill, a daily re-run): ``route(...).start(end_of_input=True)``.
+
+Run on every supported Spark minor (``make check`` runs this file on each): every transcript's
+records and seeded generated scenarios as one static DataFrame against the reference model
+(``run_reference(..., bounded=True)``: one batch that ends the input), and every window kind
+with Spark SQL aggregations (``eventtime.agg``) against Spark's own batch ``groupBy`` of the
+same rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from pyspark.sql import functions as F
+from transcripts import lists_merged_from, load_transcript, transcript_paths
+
+import eventtime
+from eventtime.core.trigger import END_OF_INPUT_MS
+from eventtime.harness.scenario import diff_outputs, parse_scenario, run_reference
+from eventtime.spark.replay import run_scenario
+from property_tests.strategies import calendar_scenarios, scenarios, session_scenarios
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.mark.parametrize("path", transcript_paths(), ids=lambda p: p.stem)
+def test_static_dataframe_of_a_transcript_equals_the_model(spark, path):
+    scenario, expected = load_transcript(path)
+    parsed = parse_scenario(scenario)
+    merged_from = lists_merged_from(expected)
+    got = run_scenario(parsed, spark=spark, merged_from=merged_from, bounded=True)
+    assert got["batches"][0]["watermark_ms"] == END_OF_INPUT_MS
+    difference = diff_outputs(run_reference(parsed, merged_from=merged_from, bounded=True), got)
+    assert difference is None, f"{path.name}: {difference}"
+
+
+@settings(max_examples=3, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@given(scenarios(max_batches=3, max_records=6))
+def test_static_dataframe_equals_the_model_on_generated_scenarios(spark, scenario):
+    parsed = parse_scenario(scenario)
+    difference = diff_outputs(run_reference(parsed, bounded=True), run_scenario(parsed, spark=spark, bounded=True))
+    assert difference is None, difference
+
+
+@settings(max_examples=2, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@given(calendar_scenarios(max_batches=3, max_records=6))
+def test_static_dataframe_equals_the_model_on_generated_calendar_scenarios(spark, scenario):
+    parsed = parse_scenario(scenario)
+    difference = diff_outputs(run_reference(parsed, bounded=True), run_scenario(parsed, spark=spark, bounded=True))
+    assert difference is None, difference
+
+
+@settings(max_examples=2, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@given(session_scenarios(max_batches=3, max_records=6))
+def test_static_dataframe_equals_the_model_on_generated_session_scenarios(spark, scenario):
+    parsed = parse_scenario(scenario)
+    difference = diff_outputs(run_reference(parsed, merged_from=True, bounded=True),
+                              run_scenario(parsed, spark=spark, merged_from=True, bounded=True))
+    assert difference is None, difference
+
+
+_UTC = dt.timezone.utc
+_START = dt.datetime(2024, 3, 30, 20, tzinfo=_UTC)  # across Europe/Berlin's change to summer time
+
+
+def _events(spark):
+    # 3 users, 160 events 17 minutes apart (45 hours: two DST-changed local days), nulls in the values
+    rows = [(f"u{i % 3}", None if i % 11 == 0 else float(i * 7 % 31), "error" if i % 4 == 0 else "ok",
+             _START + dt.timedelta(minutes=17 * i)) for i in range(160)]
+    return spark.createDataFrame(rows, "user string, amount double, status string, ts timestamp")
+
+
+_SQL_AGGREGATIONS = [("count(DISTINCT status)", "statuses"), ("sum(amount)", "total"), ("max_by(status, ts)", "last_status")]
+
+
+def _spark_aggregates():
+    return [F.count("*").alias("count"), F.countDistinct("status").alias("statuses"), F.sum("amount").alias("total"),
+            F.max_by("status", "ts").alias("last_status")]
+
+
+def _static_panes(raw, window):
+    out = raw.transform(eventtime.with_event_time("ts", min_valid="2000-01-01")).transform(eventtime.window_aggregate(
+        keys=["user"], window=window,
+        aggregations=[eventtime.count(), *[eventtime.agg(text, name) for text, name in _SQL_AGGREGATIONS]]))
+    tables = []
+    stats = eventtime.route(out, panes=lambda t, b, q: tables.append(t), progress=False).start(end_of_input=True)
+    assert stats.watermark_ms == END_OF_INPUT_MS and stats.late == 0 and stats.invalid == 0
+    rows = [r for t in tables for r in t.to_pylist()]
+    assert all(r["pane_timing"] == "ON_TIME" and r["is_final"] for r in rows)  # every window fires once, final
+    return sorted((r["user"], r["window_start"], r["window_end"], r["count"], r["statuses"], r["total"], r["last_status"])
+                  for r in rows)
+
+
+def _rows(df):
+    return sorted(tuple(r) for r in df.collect())
+
+
+@pytest.mark.parametrize("kind", ["tumbling", "sliding", "calendar", "session"])
+def test_static_dataframe_every_window_kind_with_spark_sql_aggregations_equals_groupby(spark, kind):
+    raw = _events(spark)
+    window = {"tumbling": eventtime.Tumbling("2 hours"), "sliding": eventtime.Sliding("3 hours", "1 hour"),
+              "calendar": eventtime.Calendar("day", tz="Europe/Berlin"), "session": eventtime.Session("20 minutes")}[kind]
+    if kind == "calendar":  # the local day in Berlin (23 hours on 2024-03-31), its bounds back in UTC
+        day = F.to_date(F.from_utc_timestamp("ts", "Europe/Berlin"))
+        grouped = raw.groupBy("user", day.alias("day")).agg(*_spark_aggregates())
+        start = F.to_utc_timestamp(F.col("day").cast("timestamp"), "Europe/Berlin")
+        end = F.to_utc_timestamp(F.date_add("day", 1).cast("timestamp"), "Europe/Berlin")
+        expected = grouped.select("user", start, end, "count", "statuses", "total", "last_status")
+    else:
+        group = {"tumbling": F.window("ts", "2 hours"), "sliding": F.window("ts", "3 hours", "1 hour"),
+                 "session": F.session_window("ts", "20 minutes")}[kind]
+        grouped = raw.groupBy("user", group.alias("w")).agg(*_spark_aggregates())
+        expected = grouped.select("user", "w.start", "w.end", "count", "statuses", "total", "last_status")
+    want = [(u, s.replace(tzinfo=_UTC) if s.tzinfo is None else s, e.replace(tzinfo=_UTC) if e.tzinfo is None else e,
+             *rest) for u, s, e, *rest in _rows(expected)]
+    got = _static_panes(raw, window)
+    assert len(got) >= 9  # three users, at least three windows each
+    assert got == sorted(want)

@@ -8,7 +8,7 @@ applies the thresholds' outcome through the cooldown (cooldown.py) to the Sentry
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Mapping
 
 from ..core.kinds import LATE_RECORD, RECORD_KINDS
 from ..core.timestamps import ENRICHMENT_FAILED, MALFORMED_RECORD, TOO_LATE
@@ -107,18 +107,24 @@ def _raw_lines(group: Any, max_samples: int) -> list[str]:
 
 
 def record_alert(pipeline: str, batch_id: int, kind: str, reason: str, group: Any, rows_in: int,
-                 threshold_count: int, threshold_share: float, max_samples: int) -> tuple[dict, str] | None:
+                 threshold_count: int, threshold_share: float, max_samples: int,
+                 totals: Mapping[str, Any] | None = None) -> tuple[dict, str] | None:
     """The alert of ``group`` (the batch's records of one kind and reason), or None below the
-    thresholds: at least ``threshold_count`` records and ``threshold_share`` of the rows in."""
+    thresholds: at least ``threshold_count`` records and ``threshold_share`` of the rows in.
+    ``totals`` (``BatchStats.records_by_reason``): the batch's count, partitions and largest
+    lateness when ``group`` is a sample of its records (written by Spark's tasks); the raw
+    values and lines are then those of the sample."""
     import pyarrow.compute as pc
 
-    count = group.num_rows
+    count = group.num_rows if totals is None else int(totals["count"])
     denominator = max(rows_in, count)
     share = count / denominator if denominator else 1.0
     if count < threshold_count or share < threshold_share:
         return None
     partitions: list[str] = []
-    if "partition" in group.column_names:
+    if totals is not None:
+        partitions = sorted(str(p) for p in totals["partitions"])
+    elif "partition" in group.column_names:
         partitions = sorted(str(p) for p in pc.unique(group.column("partition")).to_pylist() if p is not None)
     data: dict[str, Any] = {
         "pipeline": pipeline,
@@ -132,7 +138,10 @@ def record_alert(pipeline: str, batch_id: int, kind: str, reason: str, group: An
         "samples": _samples(group, max_samples),
     }
     if kind == LATE_RECORD:
-        max_lat = pc.max(group.column("lateness_ms")).as_py() if "lateness_ms" in group.column_names else None
+        if totals is not None:
+            max_lat = totals["max_lateness_ms"]
+        else:
+            max_lat = pc.max(group.column("lateness_ms")).as_py() if "lateness_ms" in group.column_names else None
         data["max_lateness_ms"] = max_lat
         message = (
             f"[{pipeline}] {count} late record(s) in batch {batch_id}, too late for all their windows "

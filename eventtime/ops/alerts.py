@@ -271,9 +271,8 @@ class Alerter:
     def on_batch(self, batch_id: int, records: Any, stats: BatchStats | None = None) -> BatchAlerts:
         """Evaluate one micro-batch and send/log its alerts. Never raises.
 
-        ``records`` is the router's record table (late + invalid, a ``pyarrow.Table``,
-        may be ``None`` or empty); ``stats`` the batch's :class:`BatchStats`.
-        """
+        ``records``: the router's late and invalid records (a ``pyarrow.Table``, may be ``None`` or
+        empty; a sample when Spark's tasks wrote them: the counts are in ``stats.records_by_reason``)."""
         started = time.perf_counter()
         alerts: list[Alert] = []
         metrics: Mapping[str, Any] = {}
@@ -339,15 +338,17 @@ class Alerter:
         now = self._clock()
         alerts: list[Alert] = []
         rows_in = stats.rows_in if stats is not None else (0 if records is None else records.num_rows)
+        by_reason = stats.records_by_reason if stats is not None else {}
         for kind, reason, group in record_groups(records):
+            totals = by_reason.get(f"{kind}/{reason}")
             found = record_alert(self.pipeline, batch_id, kind, reason, group, rows_in, self.late_threshold_count,
-                                 self.late_threshold_share, self.max_samples)
+                                 self.late_threshold_share, self.max_samples, totals)
             if found is None:
                 log.debug("eventtime: %d %s records (%s) in batch %s below the alert threshold",
                           group.num_rows, kind, reason, batch_id)
                 continue
             data, message = found
-            alerts.append(self._emit(kind, reason, group.num_rows, message, data, now, level="warning"))
+            alerts.append(self._emit(kind, reason, data["count"], message, data, now, level="warning"))
         metrics: Mapping[str, Any] = {}
         if stats is not None:
             findings = self.monitor.observe(stats)

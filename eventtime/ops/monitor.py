@@ -127,6 +127,10 @@ class BatchStats:
     #: B: a lagging partition's records turn late) or ``"per_partition"`` (the slowest active
     #: partition's: a lagging partition holds every window back instead).
     watermark_mode: str = "global"
+    #: When the batch's records were written by Spark's tasks (the alerter then gets a sample of
+    #: them): per ``"kind/reason"``, the batch's ``count``, the ``partitions`` they came from and
+    #: their ``max_lateness_ms``.
+    records_by_reason: Mapping[str, Mapping[str, object]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_int("batch_id", self.batch_id)

@@ -70,6 +70,11 @@ class _PipelineRecorded(DeltaSink):
         self._record()
         return result
 
+    def commit_files(self, files: list, batch_id: int, query_id: str) -> WriteResult:
+        result = super().commit_files(files, batch_id, query_id)
+        self._record()
+        return result
+
 
 class DeltaLateSink(_PipelineRecorded):
     """Durable side output: every late and invalid record, one row each.
@@ -141,8 +146,8 @@ class DeltaLateSink(_PipelineRecorded):
     def _empty_rows(self) -> pa.Table:
         return RECORD_SCHEMA.empty_table()
 
-    def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime) -> pa.Table:
-        return _prepare_records(table, self.pipeline, query_id, batch_id, now)
+    def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime, id_prefix: str = "") -> pa.Table:
+        return _prepare_records(table, self.pipeline, query_id, batch_id, now, id_prefix)
 
 
 class DeltaResultsSink(_PipelineRecorded):
@@ -218,8 +223,13 @@ class DeltaResultsSink(_PipelineRecorded):
                 f"the new pipeline to a table of its own."
             )
 
-    def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime) -> pa.Table:
+    def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime, id_prefix: str = "") -> pa.Table:
         return _prepare_panes(table, self.pipeline, query_id, batch_id, now, self.key_columns)
+
+    @property
+    def writes_in_tasks(self) -> bool:
+        """As the base class; an upsert table merges on the driver."""
+        return self.mode == "append" and not self._insert_by_merge and super().writes_in_tasks
 
     def record_pipeline(self, document: dict) -> None:
         """As the base class; an upsert table refuses a pipeline of discarding panes (``ValueError``,
@@ -297,7 +307,7 @@ class DeltaDelaySink(DeltaSink):
                          "records": pa.array([], pa.int64()), "max_out_of_orderness_ms": pa.array([], pa.int64()),
                          "allowed_lateness_ms": pa.array([], pa.int64())})
 
-    def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime) -> pa.Table:
+    def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime, id_prefix: str = "") -> pa.Table:
         n = table.num_rows
         meta = {
             "pipeline": pa.array([self.pipeline] * n, pa.string()),

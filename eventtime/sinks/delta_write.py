@@ -40,6 +40,8 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..ops.paths import local_path
+from .delta_files import TaskFiles, commit_batch
 from .exactly_once import (FaultInjector, FaultPoint, RetryPolicy, SinkError, WriteResult, check_batch,
                            check_fault_injector, run_with_retries)
 from .schema import TABLE_COLUMNS
@@ -287,8 +289,39 @@ class DeltaSink(abc.ABC):
         return self._use_spark
 
     @abc.abstractmethod
-    def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime) -> pa.Table:
-        """The rows of one batch as this table stores them."""
+    def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime, id_prefix: str = "") -> pa.Table:
+        """The rows of one batch as this table stores them (``id_prefix``: which part of the batch
+        they are, when the batch is written in parts)."""
+
+    # -- written by Spark's tasks (eventtime.spark.batch_output.py) ---------------------
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["spark"], state["_dt_cache"] = None, None  # a task needs neither
+        return state
+
+    @property
+    def writes_in_tasks(self) -> bool:
+        """Whether ``route`` has Spark's tasks write this sink's rows (:meth:`open_files`, then
+        :meth:`commit_files` on the driver): the delta-rs path to a local or mounted table."""
+        return not self._spark_enabled() and local_path(self.path) is not None and not self.storage_options
+
+    def write_error(self, exc: BaseException, batch_id: int, query_id: str, attempts: int) -> DeltaSinkError:
+        """The error a write of ``batch_id`` that gave up after ``attempts`` raises, naming the table."""
+        return DeltaSinkError(
+            f"could not write batch {batch_id} of query {query_id} to the Delta table at "
+            f"{self.path!r} after {attempts} attempt(s): {type(exc).__name__}: {exc}",
+            path=self.path, batch_id=batch_id, query_id=query_id, attempts=attempts,
+        )
+
+    def open_files(self, batch_id: int, query_id: str, now: _dt.datetime, task: str) -> TaskFiles:
+        """In a task: the files it writes the batch's rows into (``write``, then ``close``)."""
+        return TaskFiles(self, local_path(self.path), self._partitioning() or [], batch_id, query_id, now, task)
+
+    def commit_files(self, files: list, batch_id: int, query_id: str) -> WriteResult:
+        """On the driver: commit the files every task wrote for the batch, exactly once per
+        ``(query_id, batch_id)`` (:func:`~eventtime.sinks.delta_files.commit_batch`)."""
+        return commit_batch(self, files, batch_id, query_id, _not_transient)
 
     def _default_partition_by(self) -> list[str] | None:
         return None
@@ -315,11 +348,7 @@ class DeltaSink(abc.ABC):
             return write(data, batch_id, query_id, app_id, partition_by, attempt + 1)
 
         def give_up(exc: BaseException, attempts: int) -> DeltaSinkError:
-            return DeltaSinkError(
-                f"could not write batch {batch_id} of query {query_id} to the Delta table at "
-                f"{self.path!r} after {attempts} attempt(s): {type(exc).__name__}: {exc}",
-                path=self.path, batch_id=batch_id, query_id=query_id, attempts=attempts,
-            )
+            return self.write_error(exc, batch_id, query_id, attempts)
 
         def on_error(exc: Exception, attempt: int, delay: float | None) -> BaseException:
             self._dt_cache = None

@@ -142,7 +142,8 @@ def _cast_to(arr: pa.ChunkedArray, target: pa.DataType, name: str) -> pa.Chunked
         raise ValueError(f"column {name!r} has type {arr.type}, expected {target}: {exc}") from exc
 
 
-def _prepare_records(table: pa.Table, pipeline: str, query_id: str, batch_id: int, detected_at: _dt.datetime) -> pa.Table:
+def _prepare_records(table: pa.Table, pipeline: str, query_id: str, batch_id: int, detected_at: _dt.datetime,
+                     id_prefix: str = "") -> pa.Table:
     if not isinstance(table, pa.Table):
         raise TypeError(f"table must be a pyarrow.Table, got {type(table).__name__}")
     names = table.column_names
@@ -159,7 +160,9 @@ def _prepare_records(table: pa.Table, pipeline: str, query_id: str, batch_id: in
     cols["batch_id"] = pa.chunked_array([pa.array([batch_id] * n, pa.int64())])
     cols["detected_at"] = pa.chunked_array([pa.array([detected_at] * n, TS)])
     cols["detected_date"] = pa.chunked_array([pa.array([detected_at.date()] * n, pa.date32())])
-    cols["record_id"] = pa.chunked_array([pa.array([f"{query_id}:{batch_id}:{i}" for i in range(n)], pa.string())])
+    # id_prefix: the part of the batch the rows are (a task writes each of its chunks with its own)
+    cols["record_id"] = pa.chunked_array([pa.array([f"{query_id}:{batch_id}:{id_prefix}{i}" for i in range(n)],
+                                                   pa.string())])
     for field in RECORD_SCHEMA:
         if field.name in names:
             cols[field.name] = _cast_to(table.column(field.name), field.type, field.name)

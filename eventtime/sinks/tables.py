@@ -296,6 +296,7 @@ def compact(
             retention_hours=retention_hours,
             dry_run=dry_run,
             enforce_retention_duration=enforce_retention_duration,
+            full=True,  # files no commit ever named too: a failed attempt's, written by Spark's tasks
         )
     return {"compact": metrics, "vacuumed": list(vacuumed)}
 

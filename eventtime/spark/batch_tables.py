@@ -14,9 +14,18 @@ from ..ops.json_text import keys_json_array, rows_json_array
 from ..ops.monitor import BatchStats, PartitionStats
 from .aggregate import C_REC, MERGED_FROM
 
-__all__ = ["OPERATOR", "shapes", "collector", "sink_tables", "split", "collect", "delay_table", "BatchCounter", "timestamp_ms"]
+__all__ = ["OPERATOR", "shapes", "collector", "sink_tables", "split", "collect", "delay_table", "BatchCounter", "timestamp_ms",
+           "stats_schema"]
 
 OPERATOR = "et__out"  # window_aggregate's operator struct (aggregate.py)
+
+
+def stats_schema():
+    """The partition statistics rows of a batch with none."""
+    import pyarrow as pa
+
+    return pa.schema([("partition", pa.string()), ("stat_max_event_time", pa.int64()), ("stat_rows", pa.int64()),
+                      ("stat_delays", pa.string()), ("watermark", pa.timestamp("us", tz="UTC"))])
 
 
 def shapes(keys: list, agg_names: list, merging: bool, record: str = C_REC) -> list[dict]:
@@ -155,6 +164,20 @@ class BatchCounter:
     def count(self, batch_id: int, panes, records, stats, pane_watermark_ms: Optional[int]) -> BatchStats:
         import pyarrow.compute as pc
 
+        watermark_ms = None
+        for table in (panes, records, stats):
+            if table.num_rows and "watermark" in table.column_names:
+                ms = pc.max(timestamp_ms(table.column("watermark"))).as_py()
+                if ms is not None:
+                    watermark_ms = ms if watermark_ms is None else max(watermark_ms, ms)
+        kinds = records.column("kind").to_pylist()
+        return self.tally(batch_id, stats, panes.num_rows, kinds.count(LATE_RECORD), kinds.count(INVALID_RECORD),
+                          watermark_ms, pane_watermark_ms)
+
+    def tally(self, batch_id: int, stats, panes: int, late: int, invalid: int, watermark_ms: Optional[int],
+              pane_watermark_ms: Optional[int], records_by_reason: Optional[dict] = None) -> BatchStats:
+        """The batch's :class:`BatchStats` from its partition statistics rows and its counts
+        (``watermark_ms``: the largest watermark of its rows; ``pane_watermark_ms``: of its panes)."""
         parts: dict[str, list] = {}
         for p, t, n in zip(*[stats.column(c).to_pylist() for c in ("partition", "stat_max_event_time", "stat_rows")]):
             name = "null" if p is None else str(p)
@@ -163,12 +186,8 @@ class BatchCounter:
                 entry[0] = t if entry[0] is None else max(entry[0], t)
                 self.seen_event_time = True
             entry[1] += int(n)
-        kinds = records.column("kind").to_pylist()
-        for table in (panes, records, stats):
-            if table.num_rows and "watermark" in table.column_names:
-                ms = pc.max(timestamp_ms(table.column("watermark"))).as_py()
-                if ms is not None:
-                    self.watermark_ms = ms if self.watermark_ms is None else max(self.watermark_ms, ms)
+        if watermark_ms is not None:
+            self.watermark_ms = watermark_ms if self.watermark_ms is None else max(self.watermark_ms, watermark_ms)
         if pane_watermark_ms is not None:  # the panes' watermark (END_OF_INPUT_MS at the end)
             self.watermark_ms = pane_watermark_ms if self.watermark_ms is None else max(self.watermark_ms, pane_watermark_ms)
         partitions = {name: PartitionStats(max_event_time_ms=t, rows=n) for name, (t, n) in parts.items()} \
@@ -176,11 +195,12 @@ class BatchCounter:
         return BatchStats(
             batch_id=int(batch_id),
             rows_in=sum(n for _, n in parts.values()),
-            panes=panes.num_rows,
-            late=kinds.count(LATE_RECORD),
-            invalid=kinds.count(INVALID_RECORD),
+            panes=panes,
+            late=late,
+            invalid=invalid,
             watermark_ms=self.watermark_ms if self.seen_event_time else None,
             partitions=partitions,
+            records_by_reason=records_by_reason or {},
         )
 
 

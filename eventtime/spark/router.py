@@ -39,6 +39,7 @@ from .connect import require_classic
 from .errors import FailureWatch, RunningQuery
 from .sink_checks import accepts_keyword, check_no_orphaned_tables, check_route_arguments, rejected_rows
 from .state_cache import StateCache
+from .batch_output import commit_task_files, write_in_tasks, write_on_driver
 
 __all__ = ["Router", "route"]
 
@@ -108,9 +109,15 @@ class Router:
         self.pipeline = pipeline
         self.progress = progress
         self.metrics_name = f"eventtime_{pipeline}"
-        # window_aggregate's own output: the query runs its operator struct, which the tasks split
-        # by kind into Arrow (Collect.java); any other DataFrame goes through toArrow and split.
-        operator = getattr(out, "_eventtime_operator", None)
+        # Every sink writes in Spark's tasks (the Delta sinks through delta-rs): the tasks write the
+        # rows and the driver commits their files and keeps the statistics (spark/batch_output.py).
+        self._routed = (panes, late, self.invalid_sink)
+        routed = [s for s in self._routed if s is not None]
+        self._in_tasks = bool(routed) and all(getattr(s, "writes_in_tasks", False) for s in routed)
+        # Else window_aggregate's own output: the query runs its operator struct, which the tasks
+        # split by kind into Arrow for the driver (Collect.java); any other DataFrame goes
+        # through toArrow and split.
+        operator = None if self._in_tasks else getattr(out, "_eventtime_operator", None)
         self._collector = None
         if operator is not None:
             runs, output_type = operator
@@ -333,9 +340,15 @@ class Router:
         elif self._streaming:
             published = self._publish_watermark(df.sparkSession, batch_id)
         # one execution of the batch; everything below is on the driver
-        panes, records, stats_rows, pane_watermark_ms = collect(df, self._collector, self.keys) if self._collector \
-            else split(df.toArrow(), self.keys, self.agg_names)
-        stats = self._counter.count(batch_id, panes, records, stats_rows, pane_watermark_ms)
+        if self._in_tasks:
+            written = write_in_tasks(df, self._routed, self.keys, self.agg_names, batch_id, self.query_id())
+            stats_rows, records = written.stats, written.sample
+            stats = written.batch_stats(self._counter, batch_id)
+        else:
+            written = None
+            panes, records, stats_rows, pane_watermark_ms = collect(df, self._collector, self.keys) if self._collector \
+                else split(df.toArrow(), self.keys, self.agg_names)
+            stats = self._counter.count(batch_id, panes, records, stats_rows, pane_watermark_ms)
         if ends_input:  # a static DataFrame's one batch: its watermark ends at the end of input, rows or none
             stats = dataclasses.replace(stats, watermark_ms=END_OF_INPUT_MS)
         if driver is not None:
@@ -348,22 +361,9 @@ class Router:
             "eventtime[%s] batch %s: rows_in=%s panes=%s late=%s invalid=%s watermark_ms=%s",
             self.pipeline, batch_id, stats.rows_in, stats.panes, stats.late, stats.invalid, stats.watermark_ms,
         )
-        import pyarrow.compute as pc
-
         fault_point("before_write", batch_id)
-        results = []  # (sink, what it returned)
-        if self.panes_sink is not None:
-            results.append((self.panes_sink, self.panes_sink(panes, batch_id, qid)))
-        fault_point("between_writes", batch_id)
-        kind = records.column("kind")
-        if self.late_sink is not None and self.late_sink is self.invalid_sink:
-            results.append((self.late_sink, self.late_sink(records, batch_id, qid)))
-        else:
-            if self.late_sink is not None:
-                results.append((self.late_sink, self.late_sink(records.filter(pc.equal(kind, LATE_RECORD)), batch_id, qid)))
-            if self.invalid_sink is not None:
-                results.append((self.invalid_sink,
-                                self.invalid_sink(records.filter(pc.equal(kind, INVALID_RECORD)), batch_id, qid)))
+        results = commit_task_files(written, batch_id, qid) if written is not None \
+            else write_on_driver(panes, records, self._routed, batch_id, qid)
         if self.delays_sink is not None:
             self.delays_sink(delay_table(stats_rows, self.config), batch_id, qid)
         rejected = rejected_rows(results)

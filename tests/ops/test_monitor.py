@@ -33,7 +33,9 @@ def test_dataclass_fields_are_the_router_contract():
         # rows a sink's store refused, per sink (optional)
         "rejected",
         # "global" or "per_partition": what a lagging partition costs (optional)
-        "watermark_mode"]
+        "watermark_mode",
+        # the batch's counts per kind and reason when Spark's tasks wrote its records (optional)
+        "records_by_reason"]
     assert [f.name for f in dataclasses.fields(PartitionStats)] == ["max_event_time_ms", "rows"]
     s = BatchStats(batch_id=1, rows_in=2, panes=0, late=0, invalid=0, watermark_ms=None,
                    partitions={"0": PartitionStats(max_event_time_ms=None, rows=2)})

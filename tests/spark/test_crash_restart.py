@@ -451,8 +451,10 @@ def test_unwritable_late_table_fails_clearly_after_retries_then_restart_loses_no
     assert broken, "the table was never broken (the run ended first)"
     assert code == 2, text[-3000:]
     assert "DeltaSinkError: could not write batch" in text and str(late) in text, text[-3000:]
-    assert "after 4 attempt(s)" in text  # retries=3 with backoff, then the query fails
-    assert text.count("retrying in") >= 3
+    # retries=3 with backoff, then the query fails: Spark's tasks write the Delta tables, so the
+    # retries happen in a task and their warnings go to Spark's executor log, not this console
+    assert "after 4 attempt(s)" in text
+    assert "NotADirectoryError" in text or "FileExistsError" in text, text[-3000:]
     late.unlink()
     moved.rename(late)
     assert_resumes_equal(warm, out, baseline)

@@ -1,0 +1,283 @@
+"""Where a batch's rows are written: by the executors (the rows never reach the driver), or
+handed to sinks that take tables on the driver (:func:`write_on_driver`).
+
+When every sink of a route writes in the tasks (:class:`eventtime.sinks.DeltaResultsSink` and
+:class:`eventtime.sinks.DeltaLateSink` appending through delta-rs to a local or mounted path),
+``route`` runs the batch as one ``mapInArrow`` job over ``window_aggregate``'s output. Each
+task splits its rows by kind as the driver would (:func:`~.batch_tables.split`), gives each
+sink its rows as the sink stores them, and writes them as Parquet files into the sink's table
+(files that no Delta commit names, so nobody sees them). What a task sends the driver is
+small, whatever the batch holds: the files it wrote (path, size, rows, partition values,
+schema), the batch's partition statistics, its counts by kind and reason with the largest
+lateness and the partitions seen, and a bounded sample of its late and invalid records for the
+alerter (:data:`SAMPLE_ROWS` per kind and reason). The driver then commits each table's files
+in one Delta transaction under the batch's app transaction (exactly once per query and batch:
+:meth:`eventtime.sinks.DeltaSink.commit_files`).
+
+A task that fails, and every attempt of a batch that does not commit, leaves files that no
+commit names: readers never see them, and ``eventtime late optimize --vacuum`` removes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Iterator, Optional
+
+from ..core.kinds import INVALID_RECORD, LATE_RECORD, RECORD_KINDS
+from ..ops.faults import fault_point
+from .batch_tables import split, stats_schema, timestamp_ms
+
+__all__ = ["SAMPLE_ROWS", "RESULT_SCHEMA", "TaskOutput", "BatchOutput", "run_in_tasks", "write_in_tasks",
+           "commit_task_files", "write_on_driver"]
+
+#: Late or invalid records of one kind and reason that each task sends the alerter as samples.
+SAMPLE_ROWS = 20
+#: What each task returns: its files, statistics, counts and samples, a few rows.
+RESULT_SCHEMA = "part string, sink int, data binary"
+
+_FILES, _STATS, _COUNTS, _SAMPLE = "files", "stats", "counts", "sample"
+
+
+def _ipc(table) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _from_ipc(data: bytes):
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(data).read_all()
+
+
+def _max_ms(column) -> Optional[int]:
+    import pyarrow.compute as pc
+
+    return pc.max(timestamp_ms(column)).as_py() if len(column) else None
+
+
+@dataclasses.dataclass
+class _Counts:
+    """One task's (or, merged, the batch's) counts of its rows by kind and reason."""
+
+    panes: int = 0
+    watermark_ms: Optional[int] = None  # the largest watermark of any row
+    pane_watermark_ms: Optional[int] = None
+    reasons: dict = dataclasses.field(default_factory=dict)  # "kind/reason" -> {count, partitions, max_lateness_ms}
+
+    def watermark(self, ms: Optional[int], panes: bool = False) -> None:
+        if ms is not None:
+            self.watermark_ms = ms if self.watermark_ms is None else max(self.watermark_ms, ms)
+            if panes:
+                self.pane_watermark_ms = ms if self.pane_watermark_ms is None else max(self.pane_watermark_ms, ms)
+
+    def records(self, records) -> None:
+        import pyarrow.compute as pc
+
+        keys = pc.binary_join_element_wise(records.column("kind"), records.column("reason"), "/")
+        for key in pc.unique(keys).to_pylist():
+            rows = records.filter(pc.equal(keys, key))
+            entry = self.reasons.setdefault(key, {"count": 0, "partitions": [], "max_lateness_ms": None})
+            entry["count"] += rows.num_rows
+            parts = {str(p) for p in pc.unique(rows.column("partition")).to_pylist() if p is not None}
+            entry["partitions"] = sorted(set(entry["partitions"]) | parts)
+            lateness = pc.max(rows.column("lateness_ms")).as_py()
+            if lateness is not None:
+                entry["max_lateness_ms"] = lateness if entry["max_lateness_ms"] is None else max(entry["max_lateness_ms"], lateness)
+
+    def merge(self, other: "_Counts") -> None:
+        self.panes += other.panes
+        self.watermark(other.watermark_ms)
+        if other.pane_watermark_ms is not None:
+            self.watermark(other.pane_watermark_ms, panes=True)
+        for key, theirs in other.reasons.items():
+            entry = self.reasons.setdefault(key, {"count": 0, "partitions": [], "max_lateness_ms": None})
+            entry["count"] += theirs["count"]
+            entry["partitions"] = sorted(set(entry["partitions"]) | set(theirs["partitions"]))
+            if theirs["max_lateness_ms"] is not None:
+                mine = entry["max_lateness_ms"]
+                entry["max_lateness_ms"] = theirs["max_lateness_ms"] if mine is None else max(mine, theirs["max_lateness_ms"])
+
+    def count(self, kind: str) -> int:
+        return sum(v["count"] for k, v in self.reasons.items() if k.split("/", 1)[0] == kind)
+
+
+@dataclasses.dataclass
+class TaskOutput:
+    """What every task of one batch does with its rows (pickled to the executors): split them
+    by kind, hand each sink that writes in the tasks its rows (``panes``, ``late`` and
+    ``invalid``: indexes into ``sinks``, or None), and report files, statistics, counts and
+    samples."""
+
+    keys: list
+    agg_names: list
+    sinks: list  # each with open_files(batch_id, query_id, now, task) -> writer (write(table), close() -> [file])
+    panes: Optional[int]
+    late: Optional[int]
+    invalid: Optional[int]
+    batch_id: int
+    query_id: str
+    now: list  # per sink, the batch's time by its clock (a UTC datetime), the same in every task
+
+    def __call__(self, batches: Iterator) -> Iterator:
+        import uuid
+
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        task = f"{context.partitionId()}-{context.attemptNumber()}" if context is not None else uuid.uuid4().hex[:8]
+        writers: dict = {}
+        counts = _Counts()
+        stats, samples = [], {}
+
+        def write(index: Optional[int], rows) -> None:
+            if index is None or not rows.num_rows:
+                return
+            if index not in writers:
+                writers[index] = self.sinks[index].open_files(self.batch_id, self.query_id, self.now[index], task)
+            writers[index].write(rows)
+
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            panes, records, stats_rows, pane_watermark_ms = split(pa.Table.from_batches([batch]), self.keys,
+                                                                  self.agg_names)
+            counts.panes += panes.num_rows
+            counts.watermark(pane_watermark_ms, panes=True)
+            write(self.panes, panes)
+            if records.num_rows:
+                counts.records(records)
+                counts.watermark(_max_ms(records.column("watermark")))
+                if self.late == self.invalid:
+                    write(self.late, records)
+                else:
+                    kind = records.column("kind")
+                    write(self.late, records.filter(pc.equal(kind, LATE_RECORD)))
+                    write(self.invalid, records.filter(pc.equal(kind, INVALID_RECORD)))
+                keys = pc.binary_join_element_wise(records.column("kind"), records.column("reason"), "/")
+                for key in pc.unique(keys).to_pylist():
+                    have = samples.get(key)
+                    if have is None or have.num_rows < SAMPLE_ROWS:
+                        more = records.filter(pc.equal(keys, key)).slice(0, SAMPLE_ROWS - (have.num_rows if have else 0))
+                        samples[key] = more if have is None else pa.concat_tables([have, more])
+            if stats_rows.num_rows:
+                counts.watermark(_max_ms(stats_rows.column("watermark")))
+                stats.append(stats_rows)
+        out = [(_COUNTS, -1, json.dumps(dataclasses.asdict(counts)).encode())]
+        for index, writer in writers.items():
+            out.append((_FILES, index, json.dumps(writer.close()).encode()))
+        if stats:
+            out.append((_STATS, -1, _ipc(pa.concat_tables(stats))))
+        for table in samples.values():
+            out.append((_SAMPLE, -1, _ipc(table)))
+        yield pa.RecordBatch.from_pylist([{"part": p, "sink": s, "data": d} for p, s, d in out],
+                                         schema=pa.schema([("part", pa.string()), ("sink", pa.int32()),
+                                                           ("data", pa.binary())]))
+
+
+@dataclasses.dataclass
+class BatchOutput:
+    """The batch as the driver sees it: per sink index the files its tasks wrote, the partition
+    statistics, the counts by kind and reason, and the records' samples (a pyarrow table)."""
+
+    files: dict
+    stats: Any
+    counts: _Counts
+    sample: Any
+    sinks: list = dataclasses.field(default_factory=list)  # the sinks the indexes of ``files`` name
+
+    @property
+    def late(self) -> int:
+        return self.counts.count(LATE_RECORD)
+
+    def batch_stats(self, counter: Any, batch_id: int) -> Any:
+        """The batch's ``BatchStats`` by ``counter`` (a :class:`~.batch_tables.BatchCounter`)."""
+        c = self.counts
+        return counter.tally(batch_id, self.stats, c.panes, self.late, self.invalid, c.watermark_ms, c.pane_watermark_ms,
+                             c.reasons)
+
+    @property
+    def invalid(self) -> int:
+        return self.counts.count(INVALID_RECORD)
+
+
+def run_in_tasks(df, plan: TaskOutput) -> BatchOutput:
+    """Run ``plan`` over ``df`` (one execution of the batch) and gather what the tasks sent."""
+    import pyarrow as pa
+
+    rows = df.mapInArrow(plan, RESULT_SCHEMA).collect()
+    files: dict = {}
+    counts = _Counts()
+    stats, samples = [], []
+    for row in rows:
+        if row.part == _COUNTS:
+            counts.merge(_Counts(**json.loads(row.data)))
+        elif row.part == _FILES:
+            files.setdefault(row.sink, []).extend(json.loads(row.data))
+        elif row.part == _STATS:
+            stats.append(_from_ipc(row.data))
+        elif row.part == _SAMPLE:
+            samples.append(_from_ipc(row.data))
+    stats_table = pa.concat_tables(stats, promote_options="permissive") if stats else stats_schema().empty_table()
+    sample = pa.concat_tables(samples, promote_options="permissive") if samples else \
+        pa.table({"kind": pa.array([], pa.string()), "reason": pa.array([], pa.string())})
+    if sample.num_rows:  # late before invalid, as the driver's record table has them
+        import pyarrow.compute as pc
+
+        sample = pa.concat_tables([sample.filter(pc.equal(sample.column("kind"), k)) for k in RECORD_KINDS])
+    return BatchOutput(files, stats_table, counts, sample, plan.sinks)
+
+
+def write_in_tasks(df, routed: tuple, keys: list, agg_names: list, batch_id: int, query_id: str) -> BatchOutput:
+    """One execution of the batch in which the tasks write the rows of ``routed`` (the panes',
+    late and invalid records' sinks, each may be ``None`` or the same as another), each sink's
+    rows stamped with its own clock's time of the batch."""
+    import datetime as _dt
+
+    sinks: list = []
+    for sink in routed:
+        if sink is not None and not any(sink is s for s in sinks):
+            sinks.append(sink)
+    panes, late, invalid = (None if s is None else next(i for i, t in enumerate(sinks) if t is s) for s in routed)
+    utc = _dt.timezone.utc
+    nows = [(n if n.tzinfo else n.replace(tzinfo=utc)).astimezone(utc) for n in (s._now() for s in sinks)]
+    return run_in_tasks(df, TaskOutput(keys, agg_names, sinks, panes, late, invalid, batch_id, query_id, nows))
+
+
+def commit_task_files(written: BatchOutput, batch_id: int, query_id: str) -> list:
+    """The driver's part of a batch the tasks wrote: each table's files committed, in order;
+    ``(sink, WriteResult)`` of each."""
+    results = []
+    for i, sink in enumerate(written.sinks):
+        if i:
+            fault_point("between_writes", batch_id)
+        results.append((sink, sink.commit_files(written.files.get(i, []), batch_id, query_id)))
+    return results
+
+
+def write_on_driver(panes, records, routed: tuple, batch_id: int, query_id: str) -> list:
+    """The batch's tables handed to the sinks on the driver (``routed``: the panes', late and
+    invalid records' sinks); ``(sink, what it returned)`` of each."""
+    import pyarrow.compute as pc
+
+    panes_sink, late_sink, invalid_sink = routed
+    results = []
+    if panes_sink is not None:
+        results.append((panes_sink, panes_sink(panes, batch_id, query_id)))
+    fault_point("between_writes", batch_id)
+    kind = records.column("kind")
+    if late_sink is not None and late_sink is invalid_sink:
+        results.append((late_sink, late_sink(records, batch_id, query_id)))
+    else:
+        if late_sink is not None:
+            results.append((late_sink, late_sink(records.filter(pc.equal(kind, LATE_RECORD)), batch_id, query_id)))
+        if invalid_sink is not None:
+            results.append((invalid_sink, invalid_sink(records.filter(pc.equal(kind, INVALID_RECORD)), batch_id, query_id)))
+    return results

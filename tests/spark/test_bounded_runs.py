@@ -36,29 +36,32 @@ def test_static_dataframe_of_a_transcript_equals_the_model(spark, path):
     assert difference is None, f"{path.name}: {difference}"
 
 
-@settings(max_examples=3, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+def _check_bounded(spark, scenario: dict, merged_from: bool = False) -> None:
+    parsed = parse_scenario(scenario)
+    difference = diff_outputs(run_reference(parsed, merged_from=merged_from, bounded=True),
+                              run_scenario(parsed, spark=spark, merged_from=merged_from, bounded=True))
+    assert difference is None, difference
+
+
+_SEEDED = dict(derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@settings(max_examples=3, **_SEEDED)
 @given(scenarios(max_batches=3, max_records=6))
 def test_static_dataframe_equals_the_model_on_generated_scenarios(spark, scenario):
-    parsed = parse_scenario(scenario)
-    difference = diff_outputs(run_reference(parsed, bounded=True), run_scenario(parsed, spark=spark, bounded=True))
-    assert difference is None, difference
+    _check_bounded(spark, scenario)
 
 
-@settings(max_examples=2, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=2, **_SEEDED)
 @given(calendar_scenarios(max_batches=3, max_records=6))
 def test_static_dataframe_equals_the_model_on_generated_calendar_scenarios(spark, scenario):
-    parsed = parse_scenario(scenario)
-    difference = diff_outputs(run_reference(parsed, bounded=True), run_scenario(parsed, spark=spark, bounded=True))
-    assert difference is None, difference
+    _check_bounded(spark, scenario)
 
 
-@settings(max_examples=2, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=2, **_SEEDED)
 @given(session_scenarios(max_batches=3, max_records=6))
 def test_static_dataframe_equals_the_model_on_generated_session_scenarios(spark, scenario):
-    parsed = parse_scenario(scenario)
-    difference = diff_outputs(run_reference(parsed, merged_from=True, bounded=True),
-                              run_scenario(parsed, spark=spark, merged_from=True, bounded=True))
-    assert difference is None, difference
+    _check_bounded(spark, scenario, merged_from=True)
 
 
 _UTC = dt.timezone.utc

@@ -67,7 +67,7 @@ def _times(scenario: dict, ids) -> list[int]:
 @SETTINGS
 @given(session_scenarios())
 def test_every_accepted_record_is_in_exactly_one_live_session_until_it_expires(scenario):
-    """After every batch each accepted record is in one live session, or the last session it
+    """After every batch each accepted record is in one live session, or the most recent session it
     was seen in (its own ``[ts, ts + gap)`` if it never was) has expired."""
     gap = scenario["window"]["gap_ms"]
     lateness = scenario["allowed_lateness_ms"]

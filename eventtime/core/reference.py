@@ -48,7 +48,7 @@ class Pane:
     is_final: bool
     values: Mapping[str, Any]
     #: Sessions only: the bounds of earlier panes of this key that this pane supersedes
-    #: (sessions merged into this one, or this session before it grew), ordered by start.
+    #: (sessions merged into this one, or the session itself before it grew), ordered by start.
     merged_from: tuple[Window, ...] = ()
 
 

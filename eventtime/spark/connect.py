@@ -38,7 +38,7 @@ class ClassicSessionRequiredError(EngineUnavailableError):
     """The engine was asked for on a Spark Connect session: it needs a classic (py4j) session.
 
     An :class:`~eventtime.spark.engine.EngineUnavailableError` (a ``RuntimeError``): the engine
-    cannot be reached from this session, as when its jar is missing; ``what`` names the
+    cannot be reached from the session, as when its jar is missing; ``what`` names the
     eventtime function that refused."""
 
     def __init__(self, message: str, what: str = "") -> None:

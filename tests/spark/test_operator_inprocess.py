@@ -230,7 +230,7 @@ def test_jvm_calendar_arithmetic_is_the_python_rules(spark, params, offsets, wat
 
 def test_session_timers_read_only_the_keys_that_are_due_not_every_key(spark):
     """2 000 keys hold long-lived sessions (L = 1 000 s); then one key gets a record per batch
-    and its previous session fires each time. Per batch the operator reads the state of the
+    and its earlier session fires each time. Per batch the operator reads the state of the
     keys with rows or with a session due or expiring, not of every key of the bucket (a bucket
     holds about 2 000 / 32 keys), and nothing is left after the drain."""
     from eventtime.harness.scenario import Scenario

@@ -208,7 +208,7 @@ def check_engine_version(spark, jar: Optional[str] = None) -> None:
     running = spark.version
     if built is None or _minor(built) != _minor(running):
         raise EngineVersionError(
-            f"eventtime's engine jar {jar} was built for Spark {built or 'an unknown version'}, but this session "
+            f"eventtime's engine jar {jar} was built for Spark {built or 'an unknown version'}, but the session "
             f"runs Spark {running}; use the jar built for Spark {_minor(running)} (pip install the eventtime wheel "
             f"into the environment whose pyspark is {_minor(running)}.x, or rebuild with "
             f"`python -c 'import eventtime; print(eventtime.engine_jar())'` there)"
@@ -260,7 +260,7 @@ def ensure_engine(spark):
         built = _loaded_spark_version(spark, loader)
         if built is None or _minor(built) != _minor(spark.version):
             raise EngineVersionError(
-                f"the eventtime engine jar on this session's class path was built for Spark "
+                f"the eventtime engine jar on the session's class path was built for Spark "
                 f"{built or 'an unknown version'}, but the session runs Spark {spark.version}; put the jar built for "
                 f"Spark {_minor(spark.version)} on spark.jars (eventtime.engine_jar() in an environment whose pyspark "
                 f"is {_minor(spark.version)}.x)"

@@ -193,17 +193,15 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
     // A static DataFrame has no watermark: 0, like a stream's initial one.
     long watermark = spec.bounded ? 0 : spec.publishedWatermark ? publishedWatermark()
         : Math.max(0, timerValues.getCurrentWatermarkInMs());
+    if (Layout.isPass(spec, group.getInt(0))) {
+      // Streamed, a row at a time: a flood of invalid records must not be held in the task.
+      // WATERMARK rows (a task's largest event time, for Spark's watermark node) end here.
+      return rows
+          .filter(r -> r.getInt(lay.cls) != Layout.WATERMARK)
+          .map(r -> r.getInt(lay.cls) == Layout.STATS ? rowsOut.statsRow(r, watermark) : rowsOut.invalidRecord(r, watermark));
+    }
     List<Row> out = new ArrayList<>();
     Iterator<Row> it = CollectionConverters.asJava(rows);
-    if (Layout.isPass(spec, group.getInt(0))) {
-      while (it.hasNext()) {
-        Row r = it.next();
-        int cls = r.getInt(lay.cls);
-        if (cls == Layout.WATERMARK) continue;  // its task's largest event time, for Spark's watermark node
-        out.add(cls == Layout.STATS ? rowsOut.statsRow(r, watermark) : rowsOut.invalidRecord(r, watermark));
-      }
-      return CollectionConverters.asScala(out.iterator());
-    }
     // The bucket's rows, per user key (in order of arrival).
     Map<Object, List<Row>> byKey = new LinkedHashMap<>();
     boolean end = false;

@@ -75,19 +75,20 @@ class _Counts:
             if panes:
                 self.pane_watermark_ms = ms if self.pane_watermark_ms is None else max(self.pane_watermark_ms, ms)
 
-    def records(self, records) -> None:
+    def add(self, key: str, rows) -> None:
+        """``rows``: records of one ``"kind/reason"``."""
         import pyarrow.compute as pc
 
-        keys = pc.binary_join_element_wise(records.column("kind"), records.column("reason"), "/")
-        for key in pc.unique(keys).to_pylist():
-            rows = records.filter(pc.equal(keys, key))
-            entry = self.reasons.setdefault(key, {"count": 0, "partitions": [], "max_lateness_ms": None})
-            entry["count"] += rows.num_rows
-            parts = {str(p) for p in pc.unique(rows.column("partition")).to_pylist() if p is not None}
-            entry["partitions"] = sorted(set(entry["partitions"]) | parts)
-            lateness = pc.max(rows.column("lateness_ms")).as_py()
-            if lateness is not None:
-                entry["max_lateness_ms"] = lateness if entry["max_lateness_ms"] is None else max(entry["max_lateness_ms"], lateness)
+        partitions = [str(p) for p in pc.unique(rows.column("partition")).to_pylist() if p is not None]
+        self._entry(key, rows.num_rows, partitions, pc.max(rows.column("lateness_ms")).as_py())
+
+    def _entry(self, key: str, count: int, partitions: list, max_lateness_ms: Optional[int]) -> None:
+        entry = self.reasons.setdefault(key, {"count": 0, "partitions": [], "max_lateness_ms": None})
+        entry["count"] += count
+        entry["partitions"] = sorted(set(entry["partitions"]) | set(partitions))
+        if max_lateness_ms is not None:
+            mine = entry["max_lateness_ms"]
+            entry["max_lateness_ms"] = max_lateness_ms if mine is None else max(mine, max_lateness_ms)
 
     def merge(self, other: "_Counts") -> None:
         self.panes += other.panes
@@ -95,12 +96,7 @@ class _Counts:
         if other.pane_watermark_ms is not None:
             self.watermark(other.pane_watermark_ms, panes=True)
         for key, theirs in other.reasons.items():
-            entry = self.reasons.setdefault(key, {"count": 0, "partitions": [], "max_lateness_ms": None})
-            entry["count"] += theirs["count"]
-            entry["partitions"] = sorted(set(entry["partitions"]) | set(theirs["partitions"]))
-            if theirs["max_lateness_ms"] is not None:
-                mine = entry["max_lateness_ms"]
-                entry["max_lateness_ms"] = theirs["max_lateness_ms"] if mine is None else max(mine, theirs["max_lateness_ms"])
+            self._entry(key, theirs["count"], theirs["partitions"], theirs["max_lateness_ms"])
 
     def count(self, kind: str) -> int:
         return sum(v["count"] for k, v in self.reasons.items() if k.split("/", 1)[0] == kind)
@@ -153,7 +149,6 @@ class TaskOutput:
             counts.watermark(pane_watermark_ms, panes=True)
             write(self.panes, panes)
             if records.num_rows:
-                counts.records(records)
                 counts.watermark(_max_ms(records.column("watermark")))
                 if self.late == self.invalid:
                     write(self.late, records)
@@ -163,9 +158,11 @@ class TaskOutput:
                     write(self.invalid, records.filter(pc.equal(kind, INVALID_RECORD)))
                 keys = pc.binary_join_element_wise(records.column("kind"), records.column("reason"), "/")
                 for key in pc.unique(keys).to_pylist():
+                    rows = records.filter(pc.equal(keys, key))
+                    counts.add(key, rows)
                     have = samples.get(key)
                     if have is None or have.num_rows < SAMPLE_ROWS:
-                        more = records.filter(pc.equal(keys, key)).slice(0, SAMPLE_ROWS - (have.num_rows if have else 0))
+                        more = rows.slice(0, SAMPLE_ROWS - (have.num_rows if have else 0))
                         samples[key] = more if have is None else pa.concat_tables([have, more])
             if stats_rows.num_rows:
                 counts.watermark(_max_ms(stats_rows.column("watermark")))

@@ -16,12 +16,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
+from hypothesis import HealthCheck, example, given, settings
 from pyspark.sql import functions as F
 
 import eventtime
 from eventtime.sinks import DeltaLateSink, DeltaResultsSink
 from eventtime.sinks.tables import compact
 from eventtime.spark.batch_output import SAMPLE_ROWS
+from property_tests.strategies import typed_scenarios
 
 pytestmark = pytest.mark.spark
 NOW = dt.datetime(2026, 12, 7, 10, tzinfo=dt.timezone.utc)
@@ -128,3 +130,39 @@ def test_rows_of_another_type_than_the_table_are_refused_before_a_commit(spark, 
     with pytest.raises(DeltaSinkError, match=r"k \(long in the rows, string in the table\)"):
         late.commit_files(files.close(), 1, "q")
     assert DeltaTable(late.path).transaction_version(late.app_id("q")) == 0
+
+
+def _with_records():
+    """Records of every kind beside the panes: keys above 2^53 and null, null and bogus times."""
+    from test_end_of_input import _row, _scenario
+
+    scenario = _scenario()
+    extra = [_row(10, None, 2**53 + 1, part=None), _row(11, 0, None, v_dec=None), _row(12, 5, -(2**63), part=7)]
+    return {**scenario, "batches": [*scenario["batches"], extra]}
+
+
+@settings(max_examples=4, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@given(typed_scenarios(max_batches=3, max_records=6))
+@example(_with_records())
+def test_tasks_and_driver_write_the_same_typed_rows(spark, tmp_path_factory, scenario):
+    """Generated rows of every supported type as one static DataFrame (keys and values with
+    nulls, BIGINT keys above 2^53, decimals, dates, timestamps, null partitions, bogus
+    timestamps): the tables the tasks write equal, cell for cell, those the driver writes."""
+    from test_end_of_input import DDL, _aggregate, _write
+
+    root = tmp_path_factory.mktemp("typed")
+    _write(str(root / "in"), scenario["batches"])
+    tables = {}
+    for how in ("tasks", "driver"):
+        panes, late = _sinks(str(root / how))
+        out = _aggregate(spark.read.schema(DDL).parquet(str(root / "in")), scenario)
+        if how == "driver":
+            router = eventtime.route(out, panes=lambda t, b, q, s=panes: s(t, b, q),
+                                     late=lambda t, b, q, s=late: s(t, b, q), pipeline="flood", progress=False)
+        else:
+            router = eventtime.route(out, panes=panes, late=late, pipeline="flood", progress=False)
+        assert router._in_tasks == (how == "tasks")
+        stats = router.start(end_of_input=True)
+        tables[how] = [_table(p.path) if DeltaTable.is_deltatable(p.path) else [] for p in (panes, late)]
+        assert [len(t) for t in tables[how]] == [stats.panes, stats.late + stats.invalid]
+    assert tables["tasks"] == tables["driver"]

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from ..core.trigger import DISCARDING, FINAL_ONLY
 from .delta_merge import insert_rust, insert_spark, merge_rows, merge_rust, merge_spark
 from .delta_write import DeltaSink, DeltaSinkError, WriteResult
-from .schema import RECORD_SCHEMA, TS, _prepare_panes, _prepare_records
+from .schema import LATE_META_SCHEMA, RECORD_SCHEMA, TS, _prepare_panes, _prepare_records
 from .spark_delta import spark_has_delta, write_via_spark
 from .tables import _check_path, _same_table, _table_layout, compact, latest_panes, record_pipeline, snapshot_dataset
 
@@ -143,8 +143,16 @@ class DeltaLateSink(_PipelineRecorded):
     def _default_partition_by(self) -> list[str]:
         return ["detected_date"]
 
+    def bind_route(self, spark: Any, others: Sequence[Any] = (), key_schema: pa.Schema | None = None) -> None:
+        """As the base class; ``key_schema`` (the route's key columns as Arrow types) is part of
+        the table ``route`` creates empty, so that its first rows need no schema change."""
+        self._key_schema = key_schema
+        super().bind_route(spark, others)
+
     def _empty_rows(self) -> pa.Table:
-        return RECORD_SCHEMA.empty_table()
+        taken = set(RECORD_SCHEMA.names) | set(LATE_META_SCHEMA.names)
+        keys = [f for f in (getattr(self, "_key_schema", None) or []) if f.name not in taken]
+        return pa.schema([*RECORD_SCHEMA, *keys]).empty_table()
 
     def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime, id_prefix: str = "") -> pa.Table:
         return _prepare_records(table, self.pipeline, query_id, batch_id, now, id_prefix)

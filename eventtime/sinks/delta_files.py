@@ -17,8 +17,8 @@ import datetime as _dt
 import json
 import logging
 import os
-import re
 import time
+import urllib.parse
 import uuid
 from typing import Any, Optional
 
@@ -30,7 +30,7 @@ __all__ = ["TaskFiles", "commit_files", "commit_batch", "remove_files"]
 
 log = logging.getLogger("eventtime.sinks.delta_write")
 
-_PLAIN = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 
 def _partition_text(value: Any) -> Optional[str]:
@@ -85,9 +85,10 @@ class TaskFiles:
         stored = data.drop_columns(self.partition_by) if self.partition_by else data
         entry = self._writers.get(texts)
         if entry is None:
-            folder = "/".join(f"{c}={t}" for c, t in zip(self.partition_by, texts))
-            if texts and not all(t is not None and _PLAIN.match(t) for t in texts):
-                folder = ""  # the log holds the values; a folder name would need escaping
+            # Hive folders (what readers of the files alone take the values from), escaped as
+            # URIs, and a null as Hive's default partition
+            folder = "/".join(f"{c}={_HIVE_NULL if t is None else urllib.parse.quote(t, safe='')}"
+                              for c, t in zip(self.partition_by, texts))
             name = f"part-{self.task}-{uuid.uuid4()}-c000.snappy.parquet"
             relative = f"{folder}/{name}" if folder else name
 
@@ -122,7 +123,8 @@ class TaskFiles:
         schema = base64.b64encode(self._schema.serialize().to_pybytes()).decode() if self._schema is not None else None
         for texts, (relative, writer, rows) in self._writers.items():
             writer.close()
-            files.append({"path": relative, "size": os.path.getsize(os.path.join(self.root, relative)), "rows": rows,
+            files.append({"path": relative,  # delta-rs writes it to the log as a URI
+                          "size": os.path.getsize(os.path.join(self.root, relative)), "rows": rows,
                           "partition_values": dict(zip(self.partition_by, texts)), "schema": schema})
         self._writers = {}
         return files

@@ -213,8 +213,9 @@ class DeltaSink(abc.ABC):
             return False
         data = self._prepare(empty, 0, "", self._now().astimezone(_dt.timezone.utc))
         partition_by = self._partitioning()
-        if self._spark_enabled():  # partition columns last, as delta-rs lays a table out
-            data = data.select([c for c in data.column_names if c not in (partition_by or [])] + list(partition_by or []))
+        # partition columns last (as delta-spark lays a table out), whichever writer makes it
+        data = data.select([c for c in data.column_names if c not in (partition_by or [])] + list(partition_by or []))
+        if self._spark_enabled():
             writer = self.spark.createDataFrame(data).write.format("delta").mode("append")
             (writer.partitionBy(*partition_by) if partition_by else writer).save(self.path)
         else:

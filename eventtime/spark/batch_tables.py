@@ -15,9 +15,19 @@ from ..ops.monitor import BatchStats, PartitionStats
 from .aggregate import C_REC, MERGED_FROM
 
 __all__ = ["OPERATOR", "shapes", "collector", "sink_tables", "split", "collect", "delay_table", "BatchCounter", "timestamp_ms",
-           "stats_schema"]
+           "stats_schema", "key_schema"]
 
 OPERATOR = "et__out"  # window_aggregate's operator struct (aggregate.py)
+
+
+def key_schema(schema, keys: list):
+    """The Arrow types of the key columns of ``schema`` (a Spark ``StructType``), as the sinks'
+    tables store them (timestamps in UTC)."""
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(T.StructType([schema[k] for k in keys]), error_on_duplicated_field_names_in_struct=True,
+                           timezone="UTC")
 
 
 def stats_schema():

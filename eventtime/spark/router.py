@@ -33,7 +33,7 @@ from ..ops.faults import fault_point
 from ..ops.monitor import progress_line
 from ..ops.paths import local_path
 from .aggregate import _META, MERGED_FROM, STATE_FORMAT, WATERMARK_PROPERTY
-from .batch_tables import OPERATOR, BatchCounter, collect, collector, delay_table, split
+from .batch_tables import OPERATOR, BatchCounter, collect, collector, delay_table, key_schema, split
 from .checkpoint_files import batch_offsets, checkpoint_query_id
 from .connect import require_classic
 from .errors import FailureWatch, RunningQuery
@@ -99,9 +99,10 @@ class Router:
         for sink in sinks:
             bind = getattr(sink, "bind_route", None)
             if callable(bind):
-                wants = sink is panes and accepts_keyword(bind, "columns")
-                bind(out.sparkSession, [other for other in sinks if other is not sink],
-                     **({"columns": columns} if wants else {}))
+                extra = {"columns": columns} if sink is panes and accepts_keyword(bind, "columns") else {}
+                if sink is not panes and accepts_keyword(bind, "key_schema"):  # the late table's key columns
+                    extra["key_schema"] = key_schema(out.schema, self.keys)
+                bind(out.sparkSession, [other for other in sinks if other is not sink], **extra)
             if sink is panes or sink is late:  # what eventtime late reconcile reads: the pipeline the tables hold
                 getattr(sink, "record_pipeline", lambda _document: None)(
                     {k: self.meta[k] for k in ("config", "keys", "record_type") if k in self.meta})

@@ -296,7 +296,7 @@ def test_a_late_table_written_by_delta_rs_is_spark_sql_s(dspark, rust_run, tmp_p
     assert len(batches) == len(set(base.column("batch_id").to_pylist()))
     assert {c["operation"] for c in batches} == {"WRITE"}
     files_before = {f for f in path.rglob("*.parquet")}
-    assert len(files_before) == len(batches)
+    assert len(files_before) >= len(batches)  # each batch's tasks write a file each
     optimized = dspark.sql(f"OPTIMIZE delta.`{quoted}`").collect()[0]["metrics"]
     assert optimized["numFilesRemoved"] == len(files_before) and optimized["numFilesAdded"] >= 1
     key = "spark.databricks.delta.retentionDurationCheck.enabled"

@@ -166,3 +166,17 @@ def test_tasks_and_driver_write_the_same_typed_rows(spark, tmp_path_factory, sce
         tables[how] = [_table(p.path) if DeltaTable.is_deltatable(p.path) else [] for p in (panes, late)]
         assert [len(t) for t in tables[how]] == [stats.panes, stats.late + stats.invalid]
     assert tables["tasks"] == tables["driver"]
+
+
+def test_partition_values_that_need_escaping_read_back_as_written(spark, tmp_path):
+    """A table partitioned by text: values with spaces, slashes, percent signs and null land in
+    Hive folders escaped as URIs, and every reader gets them back."""
+    late = DeltaLateSink(str(tmp_path / "late"), pipeline="p", partition_by=["partition"], now=lambda: NOW)
+    late.ensure_table()
+    values = ["a b/c", "100%", None, "plain", "é"]
+    files = late.open_files(0, "q", NOW, "0-0")
+    files.write(pa.table({"kind": ["late"] * 5, "reason": ["too_late"] * 5, "partition": values}))
+    assert late.commit_files(files.close(), 0, "q").written
+    assert sorted(map(str, eventtime.read_late(late.path).column("partition").to_pylist())) == sorted(map(str, values))
+    assert sorted(map(str, DeltaTable(late.path).to_pyarrow_table().column("partition").to_pylist())) == \
+        sorted(map(str, values))

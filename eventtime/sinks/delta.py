@@ -75,6 +75,11 @@ class _PipelineRecorded(DeltaSink):
         self._record()
         return result
 
+    def write_frame(self, frame: Any, rows: int, batch_id: int, query_id: str) -> WriteResult:
+        result = super().write_frame(frame, rows, batch_id, query_id)
+        self._record()
+        return result
+
 
 class DeltaLateSink(_PipelineRecorded):
     """Durable side output: every late and invalid record, one row each.
@@ -269,11 +274,14 @@ class DeltaResultsSink(_PipelineRecorded):
             insert_rust(dt, data, props)
         return WriteResult(True, data.num_rows, attempts, version=self._table().version())
 
-    def _write_spark(self, data: pa.Table, batch_id: int, query_id: str, app_id: str,
+    def _write_spark(self, data: Any, rows: int, batch_id: int, query_id: str, app_id: str,
                      partition_by: list[str] | None, attempts: int) -> WriteResult:
         dt = self._table() if self.mode == "upsert" or self._insert_by_merge else None
         if dt is None:
-            return super()._write_spark(self._upserts(data), batch_id, query_id, app_id, partition_by, attempts)
+            if self.mode == "upsert":
+                data = self._upserts(data)
+                rows = data.num_rows
+            return super()._write_spark(data, rows, batch_id, query_id, app_id, partition_by, attempts)
         skipped = self._committed(dt, app_id, batch_id, query_id, attempts)
         if skipped is not None:
             return skipped

@@ -45,7 +45,7 @@ from .delta_files import TaskFiles, commit_batch
 from .exactly_once import (FaultInjector, FaultPoint, RetryPolicy, SinkError, WriteResult, check_batch,
                            check_fault_injector, run_with_retries)
 from .schema import TABLE_COLUMNS
-from .spark_delta import active_session, spark_has_delta, write_via_spark
+from .spark_delta import active_session, append_via_spark, spark_has_delta
 from .tables import _check_name, _check_path, _check_writable, _same_table, check_table_columns, snapshot_dataset
 
 __all__ = ["DeltaSinkError", "WriteResult", "DeltaSink"]
@@ -303,9 +303,16 @@ class DeltaSink(abc.ABC):
 
     @property
     def writes_in_tasks(self) -> bool:
-        """Whether ``route`` has Spark's tasks write this sink's rows (:meth:`open_files`, then
-        :meth:`commit_files` on the driver): the delta-rs path to a local or mounted table."""
-        return not self._spark_enabled() and local_path(self.path) is not None and not self.storage_options
+        """Whether ``route`` has Spark's tasks write this sink's rows: through delta-spark, a
+        distributed write of the rows as a DataFrame (:meth:`write_frame`), or through delta-rs
+        to a local or mounted table (:meth:`open_files` in the tasks, then :meth:`commit_files`
+        on the driver)."""
+        return self._spark_enabled() or (local_path(self.path) is not None and not self.storage_options)
+
+    @property
+    def writes_frames(self) -> bool:
+        """Whether the tasks' rows reach this table as a DataFrame that delta-spark writes."""
+        return self._spark_enabled()
 
     def write_error(self, exc: BaseException, batch_id: int, query_id: str, attempts: int) -> DeltaSinkError:
         """The error a write of ``batch_id`` that gave up after ``attempts`` raises, naming the table."""
@@ -324,6 +331,16 @@ class DeltaSink(abc.ABC):
         ``(query_id, batch_id)`` (:func:`~eventtime.sinks.delta_files.commit_batch`)."""
         return commit_batch(self, files, batch_id, query_id, _not_transient)
 
+    def write_frame(self, frame: Any, rows: int, batch_id: int, query_id: str) -> WriteResult:
+        """On the driver: append ``frame`` (a Spark DataFrame of ``rows`` rows as this table
+        stores them, computed by the tasks) through delta-spark, exactly once per
+        ``(query_id, batch_id)``: Spark's tasks write its files, delta-spark commits them."""
+        started = time.perf_counter()
+        batch_id, query_id = check_batch(batch_id, query_id)
+        if not rows:
+            return WriteResult(False, 0, 0, skipped="empty", duration_s=time.perf_counter() - started)
+        return self._write_retried(frame, rows, batch_id, query_id, started)
+
     def _default_partition_by(self) -> list[str] | None:
         return None
 
@@ -339,14 +356,20 @@ class DeltaSink(abc.ABC):
         if now.tzinfo is None:
             now = now.replace(tzinfo=_dt.timezone.utc)
         data = self._prepare(table, batch_id, query_id, now.astimezone(_dt.timezone.utc))
+        return self._write_retried(data, data.num_rows, batch_id, query_id, started)
+
+    def _write_retried(self, data: Any, rows: int, batch_id: int, query_id: str, started: float) -> WriteResult:
+        """``data`` (a ``pyarrow.Table``, or for delta-spark a DataFrame) of ``rows`` rows
+        appended under the retry policy."""
         app_id = self.app_id(query_id)
         partition_by = self._partitioning()
 
         def attempt_write(attempt: int) -> WriteResult:
             if self.fault_injector is not None:
                 self.fault_injector(FaultPoint("write", batch_id, attempt))
-            write = self._write_spark if self._spark_enabled() else self._write_rust
-            return write(data, batch_id, query_id, app_id, partition_by, attempt + 1)
+            if self._spark_enabled():
+                return self._write_spark(data, rows, batch_id, query_id, app_id, partition_by, attempt + 1)
+            return self._write_rust(data, batch_id, query_id, app_id, partition_by, attempt + 1)
 
         def give_up(exc: BaseException, attempts: int) -> DeltaSinkError:
             return self.write_error(exc, batch_id, query_id, attempts)
@@ -380,34 +403,9 @@ class DeltaSink(abc.ABC):
     def _commit_metadata(self, query_id: str, batch_id: int) -> dict:
         return {"eventtime.pipeline": self.pipeline, "eventtime.query_id": query_id, "eventtime.batch_id": batch_id}
 
-    def _write_spark(
-        self, data: pa.Table, batch_id: int, query_id: str, app_id: str,
-        partition_by: list[str] | None, attempts: int,
-    ) -> WriteResult:
-        """One attempt through Spark's Delta writer. delta-spark refuses a ``txnVersion`` the
-        table already has for ``txnAppId`` in the commit itself; the delta-rs read of the
-        table's log before it only tells the skip apart (and is left out when delta-rs cannot
-        read the table)."""
-        try:
-            dt = self._table()
-        except Exception as exc:  # noqa: BLE001 - a table delta-rs cannot open: Spark still skips
-            log.debug("eventtime: delta-rs cannot read %s (%s); relying on delta-spark's txn check", self.path, exc)
-            dt = None
-        else:
-            skipped = self._committed(dt, app_id, batch_id, query_id, attempts)
-            if skipped is not None:
-                return skipped
-        before = None if dt is None else dt.version()
-        write_via_spark(self.spark, data, self.path, app_id, batch_id, partition_by,
-                        user_metadata=self._commit_metadata(query_id, batch_id))
-        try:
-            dt = self._table()
-        except Exception:  # noqa: BLE001
-            return WriteResult(True, data.num_rows, attempts)
-        version = None if dt is None else dt.version()
-        if dt is not None and before is not None and version == before:  # delta-spark skipped it (a race)
-            return WriteResult(False, 0, attempts, skipped="already_committed", version=version)
-        return WriteResult(True, data.num_rows, attempts, version=version)
+    def _write_spark(self, data: Any, rows: int, batch_id: int, query_id: str, app_id: str,
+                     partition_by: list[str] | None, attempts: int) -> WriteResult:
+        return append_via_spark(self, data, rows, batch_id, query_id, app_id, partition_by, attempts)
 
     def _write_rust(
         self, data: pa.Table, batch_id: int, query_id: str, app_id: str,

@@ -5,12 +5,15 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
-__all__ = ["spark_has_delta", "write_via_spark", "active_session"]
+log = logging.getLogger("eventtime.sinks.delta_write")
+
+__all__ = ["spark_has_delta", "write_via_spark", "append_via_spark", "active_session"]
 
 # ---------------------------------------------------------------------------
 # Spark / delta-spark
@@ -104,3 +107,34 @@ def write_via_spark(
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     writer.save(path)
+
+
+def append_via_spark(sink: Any, data: Any, rows: int, batch_id: int, query_id: str, app_id: str,
+                     partition_by: Sequence[str] | None, attempts: int) -> Any:
+    """One attempt of a :class:`~eventtime.sinks.DeltaSink` to append ``data`` (a
+    ``pyarrow.Table`` or a DataFrame of ``rows`` rows) through Spark's Delta writer; its
+    ``WriteResult``. delta-spark refuses a ``txnVersion`` the table already has for
+    ``txnAppId`` in the commit itself; the delta-rs read of the table's log before it only
+    tells the skip apart (and is left out when delta-rs cannot read the table)."""
+    from .exactly_once import WriteResult
+
+    try:
+        dt = sink._table()
+    except Exception as exc:  # noqa: BLE001 - a table delta-rs cannot open: Spark still skips
+        log.debug("eventtime: delta-rs cannot read %s (%s); relying on delta-spark's txn check", sink.path, exc)
+        dt = None
+    else:
+        skipped = sink._committed(dt, app_id, batch_id, query_id, attempts)
+        if skipped is not None:
+            return skipped
+    before = None if dt is None else dt.version()
+    write_via_spark(sink.spark, data, sink.path, app_id, batch_id, partition_by,
+                    user_metadata=sink._commit_metadata(query_id, batch_id))
+    try:
+        dt = sink._table()
+    except Exception:  # noqa: BLE001
+        return WriteResult(True, rows, attempts)
+    version = None if dt is None else dt.version()
+    if dt is not None and before is not None and version == before:  # delta-spark skipped it (a race)
+        return WriteResult(False, 0, attempts, skipped="already_committed", version=version)
+    return WriteResult(True, rows, attempts, version=version)

@@ -16,6 +16,12 @@ in one Delta transaction under the batch's app transaction (exactly once per que
 
 A task that fails, and every attempt of a batch that does not commit, leaves files that no
 commit names: readers never see them, and ``eventtime late optimize --vacuum`` removes them.
+
+A sink that writes through delta-spark (a session with Delta) gets its rows as a DataFrame
+(:class:`SinkRows`: the tasks split and prepare them as above) that delta-spark writes from the
+tasks and commits under the same app transaction (:meth:`eventtime.sinks.DeltaSink.write_frame`).
+The batch is then persisted for its one execution (the statistics' job, then each table's write
+read it) and released when the batch's writes end.
 """
 
 from __future__ import annotations
@@ -24,11 +30,11 @@ import dataclasses
 import json
 from typing import Any, Iterator, Optional
 
-from ..core.kinds import INVALID_RECORD, LATE_RECORD, RECORD_KINDS
+from ..core.kinds import INVALID_RECORD, LATE_RECORD, PANE, RECORD_KINDS
 from ..ops.faults import fault_point
 from .batch_tables import split, stats_schema, timestamp_ms
 
-__all__ = ["SAMPLE_ROWS", "RESULT_SCHEMA", "TaskOutput", "BatchOutput", "run_in_tasks", "write_in_tasks",
+__all__ = ["SAMPLE_ROWS", "RESULT_SCHEMA", "TaskOutput", "SinkRows", "BatchOutput", "run_in_tasks", "write_in_tasks",
            "commit_task_files", "write_on_driver"]
 
 #: Late or invalid records of one kind and reason that each task sends the alerter as samples.
@@ -58,6 +64,16 @@ def _max_ms(column) -> Optional[int]:
     import pyarrow.compute as pc
 
     return pc.max(timestamp_ms(column)).as_py() if len(column) else None
+
+
+def _task_name() -> str:
+    """This task's partition and attempt (what its files and record ids are named by)."""
+    import uuid
+
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return f"{context.partitionId()}-{context.attemptNumber()}" if context is not None else uuid.uuid4().hex[:8]
 
 
 @dataclasses.dataclass
@@ -120,15 +136,10 @@ class TaskOutput:
     now: list  # per sink, the batch's time by its clock (a UTC datetime), the same in every task
 
     def __call__(self, batches: Iterator) -> Iterator:
-        import uuid
-
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from pyspark import TaskContext
-
-        context = TaskContext.get()
-        task = f"{context.partitionId()}-{context.attemptNumber()}" if context is not None else uuid.uuid4().hex[:8]
+        task = _task_name()
         writers: dict = {}
         counts = _Counts()
         stats, samples = [], {}
@@ -180,6 +191,58 @@ class TaskOutput:
 
 
 @dataclasses.dataclass
+class SinkRows:
+    """What every task gives a sink that Spark writes (delta-spark): its rows of the batch
+    (``kinds``: the panes, or the kinds of records it takes) as the sink stores them, as Arrow
+    batches of ``schema``."""
+
+    sink: Any
+    keys: list
+    agg_names: list
+    kinds: tuple
+    batch_id: int
+    query_id: str
+    now: Any
+    schema: Any  # the pyarrow schema Spark is told the rows have
+
+    def rows(self, table) -> Any:
+        """The sink's rows of one chunk of the operator's output, before the sink prepares them."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        panes, records, _, _ = split(table, self.keys, self.agg_names)
+        if self.kinds == (PANE,):
+            return panes
+        return records.filter(pc.is_in(records.column("kind"), pa.array(list(self.kinds))))
+
+    def __call__(self, batches: Iterator) -> Iterator:
+        import pyarrow as pa
+
+        task, chunk = _task_name(), 0
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            rows = self.rows(pa.Table.from_batches([batch]))
+            if not rows.num_rows:
+                continue
+            data = self.sink._prepare(rows, self.batch_id, self.query_id, self.now, id_prefix=f"{task}.{chunk}.")
+            chunk += 1
+            yield from data.select(self.schema.names).cast(self.schema).to_batches()
+
+
+def _frame(df, plan: SinkRows):
+    """The DataFrame of ``plan``'s rows over the batch ``df``: its schema from the sink's rows
+    of no row."""
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+    empty = to_arrow_schema(df.schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC").empty_table()
+    prepared = plan.sink._prepare(plan.rows(empty), plan.batch_id, plan.query_id, plan.now)
+    spark_schema = from_arrow_schema(prepared.schema)
+    arrow = to_arrow_schema(spark_schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC")
+    return df.mapInArrow(dataclasses.replace(plan, schema=arrow), spark_schema)
+
+
+@dataclasses.dataclass
 class BatchOutput:
     """The batch as the driver sees it: per sink index the files its tasks wrote, the partition
     statistics, the counts by kind and reason, and the records' samples (a pyarrow table)."""
@@ -189,6 +252,14 @@ class BatchOutput:
     counts: _Counts
     sample: Any
     sinks: list = dataclasses.field(default_factory=list)  # the sinks the indexes of ``files`` name
+    frames: dict = dataclasses.field(default_factory=dict)  # sink index -> (DataFrame, rows): delta-spark's
+    cached: Any = None  # the batch, persisted while the frames are written
+
+    def release(self) -> None:
+        """Drop the batch's persisted blocks (after its writes)."""
+        if self.cached is not None:
+            self.cached.unpersist()
+            self.cached = None
 
     @property
     def late(self) -> int:
@@ -238,24 +309,48 @@ def write_in_tasks(df, routed: tuple, keys: list, agg_names: list, batch_id: int
     rows stamped with its own clock's time of the batch."""
     import datetime as _dt
 
+    from pyspark import StorageLevel
+
     sinks: list = []
     for sink in routed:
         if sink is not None and not any(sink is s for s in sinks):
             sinks.append(sink)
-    panes, late, invalid = (None if s is None else next(i for i, t in enumerate(sinks) if t is s) for s in routed)
+    indexes = [None if s is None else next(i for i, t in enumerate(sinks) if t is s) for s in routed]
     utc = _dt.timezone.utc
     nows = [(n if n.tzinfo else n.replace(tzinfo=utc)).astimezone(utc) for n in (s._now() for s in sinks)]
-    return run_in_tasks(df, TaskOutput(keys, agg_names, sinks, panes, late, invalid, batch_id, query_id, nows))
+    framed = {i for i, s in enumerate(sinks) if getattr(s, "writes_frames", False)}
+    files = [None if i in framed else i for i in indexes]  # the sinks the statistics' tasks write files of
+    cached = df.persist(StorageLevel.MEMORY_AND_DISK) if framed else None
+    try:
+        written = run_in_tasks(cached if framed else df, TaskOutput(keys, agg_names, sinks, *files, batch_id, query_id,
+                                                                    nows))
+        for i in sorted(framed):
+            kinds = tuple(k for k, s in zip((PANE, LATE_RECORD, INVALID_RECORD), indexes) if s == i)
+            rows = sum(written.counts.panes if k == PANE else written.counts.count(k) for k in kinds)
+            plan = SinkRows(sinks[i], keys, agg_names, kinds, batch_id, query_id, nows[i], None)
+            written.frames[i] = (_frame(cached, plan), rows)
+    except BaseException:
+        if cached is not None:
+            cached.unpersist()
+        raise
+    written.cached = cached
+    return written
 
 
 def commit_task_files(written: BatchOutput, batch_id: int, query_id: str) -> list:
-    """The driver's part of a batch the tasks wrote: each table's files committed, in order;
-    ``(sink, WriteResult)`` of each."""
+    """The driver's part of a batch the tasks wrote: each table's files committed, or its
+    DataFrame written by delta-spark, in order; ``(sink, WriteResult)`` of each."""
     results = []
-    for i, sink in enumerate(written.sinks):
-        if i:
-            fault_point("between_writes", batch_id)
-        results.append((sink, sink.commit_files(written.files.get(i, []), batch_id, query_id)))
+    try:
+        for i, sink in enumerate(written.sinks):
+            if i:
+                fault_point("between_writes", batch_id)
+            if i in written.frames:
+                results.append((sink, sink.write_frame(*written.frames[i], batch_id, query_id)))
+            else:
+                results.append((sink, sink.commit_files(written.files.get(i, []), batch_id, query_id)))
+    finally:
+        written.release()
     return results
 
 

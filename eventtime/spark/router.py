@@ -110,8 +110,8 @@ class Router:
         self.pipeline = pipeline
         self.progress = progress
         self.metrics_name = f"eventtime_{pipeline}"
-        # Every sink writes in Spark's tasks (the Delta sinks through delta-rs): the tasks write the
-        # rows and the driver commits their files and keeps the statistics (spark/batch_output.py).
+        # Every sink writes in Spark's tasks (the Delta sinks, through delta-rs or delta-spark): the
+        # tasks write the rows, the driver commits them and keeps the statistics (spark/batch_output.py).
         self._routed = (panes, late, self.invalid_sink)
         routed = [s for s in self._routed if s is not None]
         self._in_tasks = bool(routed) and all(getattr(s, "writes_in_tasks", False) for s in routed)

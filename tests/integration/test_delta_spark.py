@@ -15,7 +15,11 @@ same one; ``getOrCreate`` returns it to both files, and neither stops it).
 * the job SIGKILLed twice (right after the Delta commits, before Spark's checkpoint commit;
   and between the two tables' commits) and resumed from its checkpoint ends with the
   uninterrupted run's tables: nothing lost, nothing written twice;
-* a table of another schema, or another sink's table, is refused before the query starts.
+* a table of another schema, or another sink's table, is refused before the query starts;
+* the batch's rows are written by Spark's tasks (delta-spark's distributed write of the rows
+  the tasks prepare), never by the driver: a flood of bogus timestamps lands whole, equal to
+  the delta-rs tasks' tables, the batch's persisted blocks released after it, and the same
+  batch written again is skipped.
 
 The file is also the job the crash test kills: ``python test_delta_spark.py job INPUT OUT``.
 """
@@ -567,3 +571,49 @@ def test_sessions_through_delta_spark_equal_delta_rs_and_the_current_sessions(ds
     rows = read_rows(spark_current / "results").to_pandas()[window].sort_values(window).reset_index(drop=True)
     assert len(rows) < len(read_rows(spark_append / "results"))  # superseded sessions and earlier panes are gone
     assert rows.equals(latest)
+
+
+def _flood(spark, rows: int):
+    import eventtime
+    from pyspark.sql import functions as F
+
+    # 99 % of the rows carry ts = 0 (1970), the rest one event a 10 ms; a null user among them
+    ts = F.when(F.col("id") % 100 == 0, F.lit(1_700_000_000_000) + F.col("id") * 10).otherwise(F.lit(0))
+    user = F.when(F.col("id") % 7 == 3, F.lit(None)).otherwise(F.concat(F.lit("u"), (F.col("id") % 13).cast("string")))
+    df = spark.range(rows).select(user.alias("user"), (F.col("id") % 97).cast("double").alias("amount"),
+                                  ts.alias("ts")).repartition(3)
+    return (df.transform(eventtime.with_event_time("ts", unit="ms", min_valid="2000-01-01", max_future="36500 days"))
+              .transform(eventtime.window_aggregate(keys=["user"], window=eventtime.Tumbling("1 second"),
+                                                    aggregations=[eventtime.count(), eventtime.sum("amount")])))
+
+
+def test_a_flood_through_delta_spark_is_written_by_the_tasks(dspark, tmp_path, monkeypatch):
+    import eventtime
+    import eventtime.spark.router as router_module
+    from eventtime.sinks import DeltaLateSink, DeltaResultsSink
+
+    def no_driver_writes(*args, **kwargs):
+        raise AssertionError("the batch's rows were handed to the sinks on the driver")
+
+    monkeypatch.setattr(router_module, "write_on_driver", no_driver_writes)
+    now = dt.datetime(2026, 12, 7, 10, tzinfo=dt.timezone.utc)
+    runs = {}
+    for engine in ("spark", "rust"):
+        out = tmp_path / engine
+        panes = DeltaResultsSink(str(out / "results"), pipeline="flood", engine=engine, now=lambda: now)
+        late = DeltaLateSink(str(out / "late"), pipeline="flood", engine=engine, now=lambda: now)
+        router = eventtime.route(_flood(dspark, 30_000), panes=panes, late=late, pipeline="flood", progress=False)
+        assert router._in_tasks and panes.writes_frames == (engine == "spark")
+        runs[engine] = (router.start(end_of_input=True), out, late, router.query_id())
+    (stats, out, late, query_id), (_, rust_out, _, _) = runs["spark"], runs["rust"]
+    assert (stats.rows_in, stats.panes, stats.late, stats.invalid) == (30_000, 300, 0, 29_700)
+    for name in ("results", "late"):
+        assert comparable(read_rows(out / name)) == comparable(read_rows(rust_out / name)), name
+        assert all("Apache-Spark" in c["engineInfo"] for c in history(dspark, out / name))
+    assert read_rows(out / "late").num_rows == 29_700
+    assert len(set(read_rows(out / "late").column("record_id").to_pylist())) == 29_700
+    assert dspark.sparkContext._jsc.getPersistentRDDs().size() == 0  # the batch's cache released
+    # the batch again (Spark re-running it after a crash): delta-spark's app transaction skips it
+    again = late.write_frame(dspark.read.format("delta").load(str(out / "late")), 29_700, 0, query_id)
+    assert (again.written, again.skipped) == (False, "already_committed")
+    assert read_rows(out / "late").num_rows == 29_700

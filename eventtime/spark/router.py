@@ -110,11 +110,11 @@ class Router:
         self.pipeline = pipeline
         self.progress = progress
         self.metrics_name = f"eventtime_{pipeline}"
-        # Every sink writes in Spark's tasks (the Delta sinks, through delta-rs or delta-spark): the
-        # tasks write the rows, the driver commits them and keeps the statistics (spark/batch_output.py).
+        # A sink writes in Spark's tasks (the Delta sinks, through delta-rs or delta-spark): the tasks
+        # write the rows, the driver commits them and keeps the statistics (spark/batch_output.py); the
+        # tasks send the driver the rows of the route's other sinks only.
         self._routed = (panes, late, self.invalid_sink)
-        routed = [s for s in self._routed if s is not None]
-        self._in_tasks = bool(routed) and all(getattr(s, "writes_in_tasks", False) for s in routed)
+        self._in_tasks = any(getattr(s, "writes_in_tasks", False) for s in self._routed if s is not None)
         # Else window_aggregate's own output: the query runs its operator struct, which the tasks
         # split by kind into Arrow for the driver (Collect.java); any other DataFrame goes
         # through toArrow and split.

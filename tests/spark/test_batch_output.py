@@ -180,3 +180,44 @@ def test_partition_values_that_need_escaping_read_back_as_written(spark, tmp_pat
     assert sorted(map(str, eventtime.read_late(late.path).column("partition").to_pylist())) == sorted(map(str, values))
     assert sorted(map(str, DeltaTable(late.path).to_pyarrow_table().column("partition").to_pylist())) == \
         sorted(map(str, values))
+
+
+def test_a_sink_on_the_driver_gets_its_rows_from_the_tasks_and_the_delta_sink_none(spark, tmp_path, monkeypatch):
+    import eventtime.spark.batch_output as batch_output
+
+    sent = []
+    gather = batch_output.run_in_tasks
+
+    def spy(df, plan, *args):
+        written = gather(df, plan, *args)
+        sent.append(written)
+        return written
+
+    monkeypatch.setattr(batch_output, "run_in_tasks", spy)
+    got, expected = [], []
+    _, late = _sinks(str(tmp_path / "tasks"))
+    router = eventtime.route(_flood(spark, 20_000), panes=lambda t, b, q: got.append(t), late=late, pipeline="flood",
+                             progress=False)
+    assert router._in_tasks  # the late table written by the tasks, the panes sent to the driver
+    stats = router.start(end_of_input=True)
+    _, d_late = _sinks(str(tmp_path / "driver"))
+    driver = eventtime.route(_flood(spark, 20_000), panes=lambda t, b, q: expected.append(t),
+                             late=lambda t, b, q: d_late(t, b, q), pipeline="flood", progress=False)
+    assert not driver._in_tasks
+    driver.start(end_of_input=True)
+    (panes,), (driver_panes,) = got, expected
+    assert panes.schema == driver_panes.schema
+    assert sorted(panes.to_pylist(), key=repr) == sorted(driver_panes.to_pylist(), key=repr) and panes.num_rows == 200
+    assert _table(str(tmp_path / "tasks" / "late")) == _table(str(tmp_path / "driver" / "late"))
+    (written,) = sent
+    assert set(written.tables) == {0} and written.sample.num_rows <= 3 * SAMPLE_ROWS  # the panes, not the records
+    assert stats.invalid == 19_800
+
+
+def test_a_driver_sink_given_no_row_gets_a_table_of_no_row(spark, tmp_path):
+    got = []
+    _, late = _sinks(str(tmp_path))
+    eventtime.route(_flood(spark, 0), panes=lambda t, b, q: got.append(t), late=late, pipeline="flood",
+                    progress=False).start(end_of_input=True)
+    (panes,) = got
+    assert panes.num_rows == 0 and {"user", "window_start", "window_end", "count", "sum_amount"} <= set(panes.column_names)

@@ -14,8 +14,17 @@ driver's JVM and Python) is read from ``/proc`` every 0.1 s:
 The engines alternate, ``--repeat`` rounds; it prints each run's time and peak memory and the
 ratio of the medians, and checks that eventtime's late table holds every bogus row.
 
+``--streaming``: the same rows, written as Parquet files first (not timed), read as a stream
+in ONE micro-batch (``trigger={"availableNow": True}``): eventtime's route with
+``end_of_input=True``, Spark's the same filter, ``to_json``, write and windowed count in
+``foreachBatch``. ``--cluster N``: the driver (still 1 GB) on a standalone cluster of N workers
+of one core and 1 GB each (started here on 127.0.0.1 by pyspark's ``spark-class``, stopped at
+the end); the peak is then the driver's alone, the executors being the workers' processes.
+
     .venv/bin/python benchmarks/bench_flood.py --rows 5000000 20000000
     .venv/bin/python benchmarks/bench_flood.py --rows 1000000 --repeat 1
+    .venv/bin/python benchmarks/bench_flood.py --rows 20000000 --streaming
+    .venv/bin/python benchmarks/bench_flood.py --rows 5000000 --cluster 1 2
 """
 
 from __future__ import annotations
@@ -33,16 +42,56 @@ import time
 BOGUS_SHARE = 0.99
 
 
-def _job(engine: str, rows: int, out: str) -> dict:
-    """One run, in this process (the child): what it wrote."""
+def _session(master: str):
     import eventtime
+
+    if master.startswith("spark://"):  # the executors need the engine jar; the driver keeps its 1 GB
+        return eventtime.local_session(master=master, extra_conf={"spark.jars": eventtime.engine_jar(),
+                                                                  "spark.executor.memory": "768m"})
+    return eventtime.local_session(master=master)
+
+
+def _rows(spark, rows: int):
     from pyspark.sql import functions as F
 
-    spark = eventtime.local_session()
     ts = F.when(F.col("id") % 100 == 0, F.lit(1_700_000_000_000) + F.col("id") * 10).otherwise(F.lit(0))
-    df = spark.range(rows).select(F.concat(F.lit("u"), (F.col("id") % 1000).cast("string")).alias("user"),
-                                  (F.col("id") % 97).cast("double").alias("amount"),
-                                  F.repeat(F.lit("x"), 100).alias("text"), ts.alias("ts"))
+    return spark.range(rows).select(F.concat(F.lit("u"), (F.col("id") % 1000).cast("string")).alias("user"),
+                                    (F.col("id") % 97).cast("double").alias("amount"),
+                                    F.repeat(F.lit("x"), 100).alias("text"), ts.alias("ts"))
+
+
+def _spark_writes(df, out: str) -> None:
+    """Spark's own job of the rows: the bogus ones as JSON, a windowed count of the rest."""
+    from pyspark.sql import functions as F
+
+    bogus = F.col("ts") < F.lit(946_684_800_000)
+    df.where(bogus).select(F.to_json(F.struct(*df.columns)).alias("payload")).write.mode("append").parquet(
+        os.path.join(out, "bogus"))
+    good = df.where(~bogus).withColumn("t", F.timestamp_millis("ts"))
+    good.groupBy(F.window("t", "1 minute"), "user").count().write.mode("append").parquet(os.path.join(out, "counts"))
+
+
+class _Totals:
+    """The batches' counts (an alerter: route hands it every batch's statistics)."""
+
+    invalid = panes = batches = 0
+
+    def on_batch(self, batch_id, records, stats) -> None:
+        self.invalid += stats.invalid
+        self.panes += stats.panes
+        self.batches += 1
+
+
+def _job(engine: str, rows: int, out: str, master: str, source: str | None) -> dict:
+    """One run, in this process (the child): what it wrote. ``source``: the rows as Parquet
+    files, read as a stream in one micro-batch (else ``spark.range`` as a static DataFrame)."""
+    import eventtime
+
+    spark = _session(master)
+    if source is not None:
+        df = spark.readStream.schema(spark.read.parquet(source).schema).parquet(source)
+    else:
+        df = _rows(spark, rows)
     if engine == "eventtime":
         from eventtime.sinks import DeltaLateSink, DeltaResultsSink
 
@@ -50,17 +99,23 @@ def _job(engine: str, rows: int, out: str) -> dict:
                                                          max_future="36500 days"))
                     .transform(eventtime.window_aggregate(keys=["user"], window=eventtime.Tumbling("1 minute"),
                                                           aggregations=[eventtime.count()])))
-        stats = eventtime.route(result, panes=DeltaResultsSink(os.path.join(out, "results"), pipeline="flood"),
-                                late=DeltaLateSink(os.path.join(out, "late"), pipeline="flood"), pipeline="flood",
-                                progress=False).start(end_of_input=True)
+        totals = _Totals()
+        router = eventtime.route(result, panes=DeltaResultsSink(os.path.join(out, "results"), pipeline="flood"),
+                                 late=DeltaLateSink(os.path.join(out, "late"), pipeline="flood"), pipeline="flood",
+                                 alerter=totals, progress=False)
+        if source is None:
+            router.start(end_of_input=True)
+        else:  # the rows' batch, then the end of input's
+            router.start(os.path.join(out, "checkpoint"), trigger={"availableNow": True}, end_of_input=True)
         from deltalake import DeltaTable
 
         kept = DeltaTable(os.path.join(out, "late")).to_pyarrow_dataset().count_rows()
-        return {"invalid": stats.invalid, "kept": kept, "panes": stats.panes}
-    bogus = F.col("ts") < F.lit(946_684_800_000)
-    df.where(bogus).select(F.to_json(F.struct(*df.columns)).alias("payload")).write.parquet(os.path.join(out, "bogus"))
-    good = df.where(~bogus).withColumn("t", F.timestamp_millis("ts"))
-    good.groupBy(F.window("t", "1 minute"), "user").count().write.parquet(os.path.join(out, "counts"))
+        return {"invalid": totals.invalid, "kept": kept, "panes": totals.panes, "batches": totals.batches}
+    if source is None:
+        _spark_writes(df, out)
+    else:
+        df.writeStream.foreachBatch(lambda batch, _: _spark_writes(batch, out)).trigger(availableNow=True).option(
+            "checkpointLocation", os.path.join(out, "checkpoint")).start().awaitTermination()
     kept = spark.read.parquet(os.path.join(out, "bogus")).count()
     return {"invalid": kept, "kept": kept, "panes": spark.read.parquet(os.path.join(out, "counts")).count()}
 
@@ -90,10 +145,11 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
-def _run(engine: str, rows: int) -> dict:
+def _run(engine: str, rows: int, master: str = "local[2]", source: str | None = None) -> dict:
     out = tempfile.mkdtemp(prefix=f"eventtime-flood-{engine}-")
     started = time.monotonic()
-    child = subprocess.Popen([sys.executable, __file__, "--child", engine, "--rows", str(rows), "--out", out],
+    child = subprocess.Popen([sys.executable, __file__, "--child", engine, "--rows", str(rows), "--out", out,
+                              "--master", master, *(["--source", source] if source else [])],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = 0
     while child.poll() is None:
@@ -109,33 +165,80 @@ def _run(engine: str, rows: int) -> dict:
     return {"engine": engine, "rows": rows, "seconds": seconds, "peak_gb": peak / 1e9, **json.loads(lines[0][7:])}
 
 
+def _source(rows: int) -> str:
+    """The rows as Parquet files (for --streaming), written once by a session of their own."""
+    directory = tempfile.mkdtemp(prefix="eventtime-flood-input-")
+    subprocess.run([sys.executable, __file__, "--write-source", directory, "--rows", str(rows)], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return directory
+
+
+def _rounds(rows: int, repeat: int, label: str, master: str = "local[2]", source: str | None = None) -> None:
+    runs: dict = {"eventtime": [], "spark": []}
+    for _ in range(repeat):
+        for engine in ("eventtime", "spark"):
+            run = _run(engine, rows, master, source)
+            runs[engine].append(run)
+            print(json.dumps({"setup": label, **run}), flush=True)
+    done = {e: [r for r in rs if not r.get("failed")] for e, rs in runs.items()}
+    if not all(done.values()):
+        print(f"{label}, {rows:,} rows: a run failed, no ratio")
+        return
+    expected = rows - rows // 100  # ids not divisible by 100
+    assert all(r["kept"] == expected for r in done["eventtime"]), (expected, done["eventtime"])
+    med = {e: statistics.median(r["seconds"] for r in rs) for e, rs in done.items()}
+    peak = {e: max(r["peak_gb"] for r in rs) for e, rs in done.items()}
+    print(f"{label}, {rows:,} rows, {expected:,} bogus: eventtime {med['eventtime']:.1f} s "
+          f"(driver peak {peak['eventtime']:.2f} GB), Spark {med['spark']:.1f} s (driver peak {peak['spark']:.2f} GB): "
+          f"ratio {med['eventtime'] / med['spark']:.2f}x", flush=True)
+    return med
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[5_000_000, 20_000_000])
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--streaming", action="store_true", help="one micro-batch of a file stream")
+    parser.add_argument("--cluster", type=int, nargs="+", help="standalone clusters of these numbers of workers")
     parser.add_argument("--child", choices=["eventtime", "spark"])
+    parser.add_argument("--write-source")
     parser.add_argument("--out")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--source")
     args = parser.parse_args()
+    if args.write_source:
+        import eventtime
+
+        _rows(eventtime.local_session(), args.rows[0]).repartition(8).write.parquet(args.write_source)
+        return
     if args.child:
-        print("RESULT " + json.dumps(_job(args.child, args.rows[0], args.out)), flush=True)
+        print("RESULT " + json.dumps(_job(args.child, args.rows[0], args.out, args.master, args.source)), flush=True)
         return
     for rows in args.rows:
-        runs: dict = {"eventtime": [], "spark": []}
-        for _ in range(args.repeat):
-            for engine in ("eventtime", "spark"):
-                run = _run(engine, rows)
-                runs[engine].append(run)
-                print(json.dumps(run), flush=True)
-        done = {e: [r for r in rs if not r.get("failed")] for e, rs in runs.items()}
-        if not all(done.values()):
-            print(f"{rows:,} rows: a run failed, no ratio")
-            continue
-        expected = rows - rows // 100  # ids not divisible by 100
-        assert all(r["kept"] == expected for r in done["eventtime"]), (expected, done["eventtime"])
-        med = {e: statistics.median(r["seconds"] for r in rs) for e, rs in done.items()}
-        peak = {e: max(r["peak_gb"] for r in rs) for e, rs in done.items()}
-        print(f"{rows:,} rows, {expected:,} bogus: eventtime {med['eventtime']:.1f} s (peak {peak['eventtime']:.2f} GB), "
-              f"Spark {med['spark']:.1f} s (peak {peak['spark']:.2f} GB): ratio {med['eventtime'] / med['spark']:.2f}x")
+        source = _source(rows) if args.streaming else None
+        try:
+            if not args.cluster:
+                _rounds(rows, args.repeat, "streaming" if source else "bounded", source=source)
+                continue
+            sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
+            from standalone_cluster import StandaloneCluster
+
+            medians = {}
+            for workers in args.cluster:
+                work = tempfile.mkdtemp(prefix="eventtime-flood-cluster-")
+                try:
+                    with StandaloneCluster(work, workers=workers, cores=1, memory="1g") as cluster:
+                        medians[workers] = _rounds(rows, args.repeat, f"cluster of {workers}", cluster.master_url,
+                                                   source)
+                finally:
+                    shutil.rmtree(work, ignore_errors=True)
+            if len(medians) == 2 and all(medians.values()):
+                (a, ma), (b, mb) = sorted(medians.items())
+                print(f"{rows:,} rows: {b} workers against {a}: eventtime {mb['eventtime'] / ma['eventtime']:.2f}x the "
+                      f"time, Spark {mb['spark'] / ma['spark']:.2f}x", flush=True)
+        finally:
+            if source:
+                shutil.rmtree(source, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Sinks for the router's outputs: Delta tables for late/invalid records and panes, PostgreSQL
-for panes (:class:`PostgresSink`, on the generic exactly-once :class:`BatchSink`).
+for panes (:class:`PostgresSink`, on the generic exactly-once :class:`BatchSink`), Kafka topics
+for either (:class:`KafkaSink`, at least once with idempotent keys).
 
 Example:
     >>> from eventtime.sinks import DeltaLateSink, DeltaResultsSink
@@ -20,6 +21,7 @@ from eventtime.sinks.delta import (
     spark_has_delta,
     write_via_spark,
 )
+from eventtime.sinks.kafka import KafkaSink
 from eventtime.sinks.postgres import PostgresSink
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "BatchSinkError",
     "BatchWriteResult",
     "FaultPoint",
+    "KafkaSink",
     "PostgresSink",
     "RejectedRow",
     "RetryPolicy",

@@ -209,7 +209,7 @@ def main() -> None:
     if args.write_source:
         import eventtime
 
-        _rows(eventtime.local_session(), args.rows[0]).repartition(8).write.parquet(args.write_source)
+        _rows(eventtime.local_session(), args.rows[0]).repartition(8).write.mode("overwrite").parquet(args.write_source)
         return
     if args.child:
         print("RESULT " + json.dumps(_job(args.child, args.rows[0], args.out, args.master, args.source)), flush=True)

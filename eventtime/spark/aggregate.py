@@ -220,6 +220,11 @@ def window_aggregate(
     for parameter, value in (("partition_col", partition_col), ("offset_col", offset_col), ("heartbeat_col", heartbeat_col)):
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{parameter} must be a column name (str) or None, got {type(value).__name__} {value!r}")
+    for i, agg in enumerate(aggregations):
+        if agg.name in keys:
+            raise ValueError(
+                f"aggregations[{i}] ({agg.kind}) is named {agg.name!r}, which is a key column: a pane would have two "
+                f"columns of that name. Name the aggregation otherwise, e.g. name={agg.name + '_' + agg.kind!r}")
     reserved = {name for name, _ in OUTPUT_FIXED}
     for parameter, names in (("keys", keys), ("aggregations (output names)", [a.name for a in aggregations])):
         for name in names:

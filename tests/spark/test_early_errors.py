@@ -88,3 +88,10 @@ def test_parameters_are_checked_when_window_aggregate_is_called(kwargs, error, p
     kwargs = {"keys": ["user"], "window": eventtime.Tumbling(1000), **kwargs}
     with pytest.raises(error, match=pattern):
         eventtime.window_aggregate(**kwargs)
+
+
+def test_an_aggregation_named_like_a_key_column_is_refused_naming_it():
+    with pytest.raises(ValueError, match=r"aggregations\[1\] \(max\) is named 'user', which is a key column.*"
+                                         r"name='user_max'"):
+        eventtime.window_aggregate(keys=["user"], window=eventtime.Tumbling("1 minute"),
+                                   aggregations=[eventtime.count(), eventtime.max("amount", name="user")])

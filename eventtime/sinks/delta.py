@@ -217,10 +217,14 @@ class DeltaResultsSink(_PipelineRecorded):
         self.key_columns = list(key_columns) if key_columns is not None else None
         self.add_columns = add_columns
 
-    def bind_route(self, spark: Any, others: Sequence[Any] = (), columns: Sequence[str] | None = None) -> None:
+    def bind_route(self, spark: Any, others: Sequence[Any] = (), columns: Sequence[str] | None = None,
+                   pane_schema: pa.Schema | None = None) -> None:
         """As the base class; ``columns`` (the pane columns the route writes, from ``route``)
         that an existing table lacks -- an aggregation the pipeline gained -- are refused
-        unless ``add_columns=True`` said to add them (earlier rows read null there)."""
+        unless ``add_columns=True`` said to add them (earlier rows read null there).
+        ``pane_schema`` (the panes' Arrow types, from ``route``): the table is created with
+        them, empty, when there is none, so that it can be read before its first pane."""
+        self._pane_schema = pane_schema
         super().bind_route(spark, others)
         if columns is None or self.add_columns:
             return
@@ -235,6 +239,10 @@ class DeltaResultsSink(_PipelineRecorded):
                 f"Pass add_columns=True to add them to the table (its earlier panes read null there), or write "
                 f"the new pipeline to a table of its own."
             )
+
+    def _empty_rows(self) -> pa.Table | None:
+        schema = getattr(self, "_pane_schema", None)
+        return None if schema is None else schema.empty_table()
 
     def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime, id_prefix: str = "") -> pa.Table:
         return _prepare_panes(table, self.pipeline, query_id, batch_id, now, self.key_columns)

@@ -205,7 +205,7 @@ class DeltaSink(abc.ABC):
 
     def ensure_table(self) -> bool:
         """Create the table, with no rows, when there is none at the path and its columns are
-        known up front (late records, delay histograms), so that it can be read and queried
+        known up front (late records, delay histograms, panes of a route), so that it can be read and queried
         before its first row arrives. True when it was created. Run by ``route`` before the
         query starts; no app transaction is recorded, so no batch counts as written."""
         empty = self._empty_rows()

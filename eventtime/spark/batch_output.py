@@ -29,18 +29,11 @@ from typing import Any
 
 from ..core.kinds import INVALID_RECORD, LATE_RECORD, PANE, RECORD_KINDS
 from ..ops.faults import fault_point
-from .batch_tables import stats_schema
+from .batch_tables import no_rows, stats_schema
 from .task_output import _COUNTS, _FILES, _ROWS, _SAMPLE, _STATS, RESULT_SCHEMA, SAMPLE_ROWS, SinkRows, TaskOutput, \
     _Counts, _from_ipc
 
 __all__ = ["SAMPLE_ROWS", "BatchOutput", "run_in_tasks", "write_in_tasks", "commit_task_files", "write_on_driver"]
-
-
-def _no_rows(df):
-    """The batch's operator output of no row, as the tasks see it in Arrow."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(df.schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC").empty_table()
 
 
 def _frame(df, plan: SinkRows):
@@ -48,7 +41,7 @@ def _frame(df, plan: SinkRows):
     of no row."""
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-    prepared = plan.sink._prepare(plan.rows(_no_rows(df)), plan.batch_id, plan.query_id, plan.now)
+    prepared = plan.sink._prepare(plan.rows(no_rows(df.schema)), plan.batch_id, plan.query_id, plan.now)
     spark_schema = from_arrow_schema(prepared.schema)
     arrow = to_arrow_schema(spark_schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC")
     return df.mapInArrow(dataclasses.replace(plan, schema=arrow), spark_schema)
@@ -156,7 +149,7 @@ def write_in_tasks(df, routed: tuple, keys: list, agg_names: list, batch_id: int
             if written.tables[i] is None:  # no task had a row for it: its table of no row
                 kinds = tuple(k for k, s in zip((PANE, LATE_RECORD, INVALID_RECORD), indexes) if s == i)
                 written.tables[i] = SinkRows(sinks[i], keys, agg_names, kinds, batch_id, query_id, None,
-                                             None).rows(_no_rows(df))
+                                             None).rows(no_rows(df.schema))
         for i in sorted(framed):
             kinds = tuple(k for k, s in zip((PANE, LATE_RECORD, INVALID_RECORD), indexes) if s == i)
             rows = sum(written.counts.panes if k == PANE else written.counts.count(k) for k in kinds)

@@ -30,6 +30,13 @@ def key_schema(schema, keys: list):
                            timezone="UTC")
 
 
+def no_rows(schema):
+    """The operator output of no row, as the tasks see it in Arrow (``schema``: its Spark ``StructType``)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC").empty_table()
+
+
 def stats_schema():
     """The partition statistics rows of a batch with none."""
     import pyarrow as pa

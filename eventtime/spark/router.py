@@ -33,7 +33,7 @@ from ..ops.faults import fault_point
 from ..ops.monitor import progress_line
 from ..ops.paths import local_path
 from .aggregate import _META, MERGED_FROM, STATE_FORMAT, WATERMARK_PROPERTY
-from .batch_tables import OPERATOR, BatchCounter, collect, collector, delay_table, key_schema, split
+from .batch_tables import OPERATOR, BatchCounter, collect, collector, delay_table, key_schema, no_rows, split
 from .checkpoint_files import batch_offsets, checkpoint_query_id
 from .connect import require_classic
 from .errors import FailureWatch, RunningQuery
@@ -100,6 +100,8 @@ class Router:
             bind = getattr(sink, "bind_route", None)
             if callable(bind):
                 extra = {"columns": columns} if sink is panes and accepts_keyword(bind, "columns") else {}
+                if sink is panes and accepts_keyword(bind, "pane_schema"):  # the results table's columns
+                    extra["pane_schema"] = split(no_rows(out.schema), self.keys, self.agg_names)[0].schema
                 if sink is not panes and accepts_keyword(bind, "key_schema"):  # the late table's key columns
                     extra["key_schema"] = key_schema(out.schema, self.keys)
                 bind(out.sparkSession, [other for other in sinks if other is not sink], **extra)

@@ -84,3 +84,27 @@ def test_the_delay_table_can_be_turned_off_or_put_elsewhere(spark, tmp_path):
         DeltaLateSink(str(tmp_path / "d"), pipeline="p", delays=3)
     with pytest.raises(ValueError, match=r"^delays must be a table of its own, not the late table"):
         DeltaLateSink(str(tmp_path / "e"), pipeline="p", delays=str(tmp_path / "e"))
+
+
+def test_the_results_table_can_be_read_before_its_first_pane(spark, tmp_path):
+    """It appeared only with the first pane: a dashboard polling it had to handle a missing table."""
+    import pyarrow as pa
+
+    source = tmp_path / "in"
+    source.mkdir()
+    results = str(tmp_path / "results")
+    router = eventtime.route(_out(spark, source), panes=DeltaResultsSink(results, pipeline="orders"),
+                             late=DeltaLateSink(str(tmp_path / "late"), pipeline="orders"), pipeline="orders",
+                             progress=False)
+    empty = eventtime.latest_panes(results, pipeline="orders")
+    assert len(empty) == 0 and {"user_id", "window_start", "window_end", "pane_timing", "pane_index", "is_final",
+                                "count", "pipeline", "query_id", "batch_id", "written_at", "key"} <= set(empty.columns)
+    from deltalake import DeltaTable
+
+    created = DeltaTable(results).schema().to_arrow()
+    write_json_lines(str(source), "b0.json", [{"user_id": "u", "ts": str(T0 + i * 1000), "partition": 0}
+                                              for i in range(5)])
+    router.start(str(tmp_path / "chk"), trigger={"availableNow": True}, end_of_input=True)
+    table = DeltaTable(results)
+    assert pa.schema(table.schema().to_arrow()) == pa.schema(created)  # the panes fit the columns made up front
+    assert eventtime.latest_panes(results, pipeline="orders")["count"].tolist() == [5]

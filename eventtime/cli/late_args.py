@@ -116,7 +116,10 @@ def add_late_group(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["table", "json"], default="table")
 
     p = sub.add_parser("reconcile", help="merge the too-late records into the results table as CORRECTION panes "
-                                         "(exactly once), so that the results equal a batch run over all the data")
+                                         "(exactly once), so that the results equal a batch run over all the data",
+                       epilog="exit codes: 0 every record reconciled (or left only for windows still open); 3 records "
+                              "left that no later run reconciles by itself (the summary says which and why); "
+                              "2 a usage error; 1 a failure")
     p.add_argument("--late", "--table", dest="table", required=True, metavar="PATH", help="late-data Delta table")
     p.add_argument("--results", required=True, metavar="PATH|TABLE",
                    help="the pipeline's results: a Delta table, or with --postgres the PostgreSQL table")

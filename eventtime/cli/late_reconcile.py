@@ -7,7 +7,11 @@ import argparse
 import json
 from typing import TextIO
 
-__all__ = ["reconcile_command", "describe"]
+__all__ = ["reconcile_command", "describe", "STUCK_EXIT"]
+
+#: The exit code of a run that left records no later run reconciles by itself (any reason but
+#: ``window_open``): what was written is committed, the summary says which records and why.
+STUCK_EXIT = 3
 
 
 def _watermark(text: str | None) -> int | None:
@@ -31,6 +35,7 @@ def describe(report, results: str) -> list[str]:
     for reason, ids in sorted(report.left.items()):
         shown = ", ".join(ids[:5]) + (f", ... ({len(ids) - 5} more)" if len(ids) > 5 else "")
         lines.append(f"  left unreconciled, {reason}: {len(ids)} ({shown})")
+        lines.extend(f"    {why}" for why in report.why.get(reason, []))
     if report.totals_change:
         moved = ", ".join(f"{name} {v:+,.2f}" if isinstance(v, float) else f"{name} {v:+,}"
                           for name, v in report.totals_change.items())
@@ -68,4 +73,5 @@ def reconcile_command(args: argparse.Namespace, out: TextIO) -> int:
     else:
         print("\n".join(describe(report, args.results if not args.postgres else f"PostgreSQL table {args.results}")),
               file=out)
-    return 0
+    # records no later run reconciles by itself (a scheduled job must see them): exit 3
+    return STUCK_EXIT if report.stuck else 0

@@ -28,7 +28,7 @@ from ..core.aggregations import pane_columns
 from ..core.config import EngineConfig
 from ..core.kinds import COUNT
 from ..core.kinds import SUM as SUM_KIND
-from ..core.reconcile import CORRECTION, CurrentPane, LateInput, plan_corrections, windows_of
+from ..core.reconcile import CORRECTION, WINDOW_OPEN, CurrentPane, LateInput, plan_corrections, windows_of
 from ..core.timestamps import PARTLY_LATE, TOO_LATE
 from ..core.trigger import FINAL, ON_TIME
 from ..core.window import Window
@@ -64,6 +64,12 @@ class ReconcileReport:
     seconds: float
     already: int = 0  # records of the late table that earlier runs reconciled
     skipped: Optional[str] = None
+    why: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # reason -> what it says, distinct
+
+    @property
+    def stuck(self) -> int:
+        """Records left that a later run will not reconcile by itself (any reason but ``window_open``)."""
+        return sum(len(ids) for reason, ids in self.left.items() if reason != WINDOW_OPEN)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -271,8 +277,11 @@ def _run(late: str, store: Any, pipeline: Optional[str], since: Optional[_dt.dat
     proved = _watermark_proved(config, results_table, [r["watermark"] for r in late_rows])
     plan = plan_corrections(config, [c for c, _ in current], inputs,
                             watermark_ms if watermark_ms is not None else proved)
+    why: dict[str, list[str]] = {}
     for u in plan.left:
         left.setdefault(u.reason, []).append(u.record_id)
+        if u.detail and u.detail not in why.setdefault(u.reason, []):
+            why[u.reason].append(u.detail)
     if merger is not None and plan.corrections:
         from ..spark.pane_merge import merge_in_spark
 
@@ -282,7 +291,7 @@ def _run(late: str, store: Any, pipeline: Optional[str], since: Optional[_dt.dat
     report = ReconcileReport(pipeline, None, False, len(late_rows), len(used), len(plan.corrections),
                              sum(1 for c in plan.corrections if c.merged_from), left,
                              _totals_change(config, [c for c, _ in current], plan.corrections),
-                             watermark_ms if watermark_ms is not None else proved, 0.0)
+                             watermark_ms if watermark_ms is not None else proved, 0.0, why=why)
     if plan.corrections and not dry_run:
         table = _correction_table(config, keys, plan.corrections, res_schema, current, pending, store.key_column)
         report.run, outcome = store.write(table, pipeline, keys, document, fault_point)

@@ -170,7 +170,8 @@ class DeltaSink(abc.ABC):
         """Called by ``route(...)`` before the query starts: takes the query's Spark session (the
         write path of ``engine="auto"`` is chosen by it: delta-spark when it has Delta), refuses
         another sink of the route that writes another kind of rows to the same table, and checks
-        the table at the path again."""
+        the table at the path again. ``route`` then creates the tables (:meth:`ensure_table`)
+        once every sink is bound."""
         for other in others:
             other_path = getattr(other, "path", None)
             if (isinstance(other, DeltaSink) and other._kind != self._kind and isinstance(other_path, str)
@@ -196,7 +197,6 @@ class DeltaSink(abc.ABC):
                 self.spark = spark
                 self._use_spark = spark_has_delta(spark)
         self.check_table()
-        self.ensure_table()
 
     def _empty_rows(self) -> pa.Table | None:
         """The rows of a batch with none in it, when the kind's columns are known before any
@@ -215,6 +215,8 @@ class DeltaSink(abc.ABC):
         partition_by = self._partitioning()
         # partition columns last (as delta-spark lays a table out), whichever writer makes it
         data = data.select([c for c in data.column_names if c not in (partition_by or [])] + list(partition_by or []))
+        # one empty chunk per column (pyspark 4.2's createDataFrame refuses a column of no chunk)
+        data = pa.Table.from_arrays([pa.array([], f.type) for f in data.schema], schema=data.schema)
         if self._spark_enabled():
             writer = self.spark.createDataFrame(data).write.format("delta").mode("append")
             (writer.partitionBy(*partition_by) if partition_by else writer).save(self.path)
@@ -312,7 +314,7 @@ class DeltaSink(abc.ABC):
     @property
     def writes_frames(self) -> bool:
         """Whether the tasks' rows reach this table as a DataFrame that delta-spark writes."""
-        return self._spark_enabled()
+        return self.writes_in_tasks and self._spark_enabled()
 
     def write_error(self, exc: BaseException, batch_id: int, query_id: str, attempts: int) -> DeltaSinkError:
         """The error a write of ``batch_id`` that gave up after ``attempts`` raises, naming the table."""

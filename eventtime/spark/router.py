@@ -33,11 +33,11 @@ from ..ops.faults import fault_point
 from ..ops.monitor import progress_line
 from ..ops.paths import local_path
 from .aggregate import _META, MERGED_FROM, STATE_FORMAT, WATERMARK_PROPERTY
-from .batch_tables import OPERATOR, BatchCounter, collect, collector, delay_table, key_schema, no_rows, split
+from .batch_tables import OPERATOR, BatchCounter, collect, collector, delay_table, split
 from .checkpoint_files import batch_offsets, checkpoint_query_id
 from .connect import require_classic
 from .errors import FailureWatch, RunningQuery
-from .sink_checks import accepts_keyword, check_no_orphaned_tables, check_route_arguments, rejected_rows
+from .sink_checks import bind_sinks, check_no_orphaned_tables, check_route_arguments, rejected_rows
 from .state_cache import StateCache
 from .batch_output import commit_task_files, write_in_tasks, write_on_driver
 
@@ -91,23 +91,7 @@ class Router:
         if delays is None and callable(getattr(late, "default_delays", None)):
             delays = late.default_delays()  # DeltaLateSink: <late path>_delays unless told otherwise
         self.delays_sink = delays
-        # Sinks that take the query's session and check their tables before the query starts
-        # (the Delta sinks: delta-spark when the session has Delta; one table per kind of rows).
-        sinks = list({id(s): s for s in (panes, late, invalid, delays) if s is not None}.values())
-        columns = [*self.keys, "window_start", "window_end", "pane_timing", "pane_index", "is_final",
-                   *self.agg_names, *([MERGED_FROM] if MERGED_FROM in out.columns else [])]
-        for sink in sinks:
-            bind = getattr(sink, "bind_route", None)
-            if callable(bind):
-                extra = {"columns": columns} if sink is panes and accepts_keyword(bind, "columns") else {}
-                if sink is panes and accepts_keyword(bind, "pane_schema"):  # the results table's columns
-                    extra["pane_schema"] = split(no_rows(out.schema), self.keys, self.agg_names)[0].schema
-                if sink is not panes and accepts_keyword(bind, "key_schema"):  # the late table's key columns
-                    extra["key_schema"] = key_schema(out.schema, self.keys)
-                bind(out.sparkSession, [other for other in sinks if other is not sink], **extra)
-            if sink is panes or sink is late:  # what eventtime late reconcile reads: the pipeline the tables hold
-                getattr(sink, "record_pipeline", lambda _document: None)(
-                    {k: self.meta[k] for k in ("config", "keys", "record_type") if k in self.meta})
+        bind_sinks(out, (panes, late, invalid, delays), self.keys, self.agg_names, self.meta)
         self.alerter = alerter
         self.pipeline = pipeline
         self.progress = progress

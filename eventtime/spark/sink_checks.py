@@ -1,7 +1,8 @@
 """``route``'s checks of what it is given, before the query starts: sinks callable as
 ``sink(table, batch_id, query_id)``, an alerter with ``on_batch(batch_id, records, stats)``, a
-pipeline name, a progress setting, tables that a lost checkpoint's query wrote; and what
-the sinks' stores refused in a batch."""
+pipeline name, a progress setting, tables that a lost checkpoint's query wrote; the sinks
+given the query's session and columns (:func:`bind_sinks`); and what the sinks' stores refused
+in a batch."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import inspect
 import logging
 from typing import Any, Callable
 
-__all__ = ["check_route_arguments", "check_no_orphaned_tables", "takes_positional", "accepts_keyword", "rejected_rows"]
+__all__ = ["check_route_arguments", "check_no_orphaned_tables", "takes_positional", "accepts_keyword", "bind_sinks",
+           "rejected_rows"]
 
 log = logging.getLogger("eventtime.spark")
 
@@ -123,3 +125,34 @@ def check_no_orphaned_tables(sinks: tuple, checkpoint: str, fresh_start: bool, p
             "Starting now would read the source again and write those rows twice. Restore the checkpoint, "
             "or pass fresh_start=True to start a new query over these tables on purpose."
         )
+
+
+def bind_sinks(out, routed: tuple, keys: list, agg_names: list, meta: dict) -> None:
+    """Before the query starts, each sink that takes the query's session (``bind_route``: the
+    Delta and Kafka sinks, which check their tables and topics then) gets it and the route's
+    other sinks; the results sink its pane columns and their types, the others the key
+    columns' types. Once every sink is accepted, the tables whose columns are known are made,
+    empty, and the results and late tables record the pipeline (what ``eventtime late
+    reconcile`` reads). ``routed``: the panes, late, invalid and delay
+    sinks, each may be ``None``."""
+    from .aggregate import MERGED_FROM
+    from .batch_tables import key_schema, no_rows, split
+
+    panes, late = routed[0], routed[1]
+    sinks = list({id(s): s for s in routed if s is not None}.values())
+    columns = [*keys, "window_start", "window_end", "pane_timing", "pane_index", "is_final", *agg_names,
+               *([MERGED_FROM] if MERGED_FROM in out.columns else [])]
+    for sink in sinks:
+        bind = getattr(sink, "bind_route", None)
+        if callable(bind):
+            extra = {"columns": columns} if sink is panes and accepts_keyword(bind, "columns") else {}
+            if sink is panes and accepts_keyword(bind, "pane_schema"):
+                extra["pane_schema"] = split(no_rows(out.schema), keys, agg_names)[0].schema
+            if sink is not panes and accepts_keyword(bind, "key_schema"):
+                extra["key_schema"] = key_schema(out.schema, keys)
+            bind(out.sparkSession, [other for other in sinks if other is not sink], **extra)
+    for sink in sinks:  # every sink accepted: the tables whose columns are known made, empty
+        getattr(sink, "ensure_table", lambda: False)()
+        if sink is panes or sink is late:
+            getattr(sink, "record_pipeline", lambda _document: None)(
+                {k: meta[k] for k in ("config", "keys", "record_type") if k in meta})

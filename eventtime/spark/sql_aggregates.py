@@ -6,7 +6,8 @@ driver, before the query starts."""
 
 from __future__ import annotations
 
-from typing import Sequence
+import contextlib
+from typing import Iterator, Sequence
 
 from pyspark.sql import types as T
 
@@ -64,6 +65,23 @@ def _result_type(i: int, agg: Aggregation) -> T.DataType:
                          f"not a Spark SQL type ({str(exc).splitlines()[0]})") from None
 
 
+@contextlib.contextmanager
+def _spark_error_lines_off() -> Iterator[None]:
+    """PySpark's own ERROR line of an analysis error (the JVM's whole message and stack as JSON,
+    about 9 KB) left out while the error is refused here in a few lines of its own."""
+    from pyspark.logger import PySparkLogger
+
+    loggers = [PySparkLogger.getLogger(name) for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
+    before = [logger.disabled for logger in loggers]
+    for logger in loggers:
+        logger.disabled = True
+    try:
+        yield
+    finally:
+        for logger, disabled in zip(loggers, before):
+            logger.disabled = disabled
+
+
 def engine_aggregations(spark, record_type: T.StructType, aggregations: Sequence[Aggregation]) -> tuple:
     """``(aggregations, types, finish)``: the aggregations as the JVM operator runs them (a
     ``Column`` resolved to its SQL text; a Python one as ``collect_list`` of its values), the
@@ -77,8 +95,9 @@ def engine_aggregations(spark, record_type: T.StructType, aggregations: Sequence
         elif agg.kind == SQL_AGGREGATE and agg._column is not None:
             ensure_engine(spark)
             try:
-                text = spark._jvm.eventtime.jvm.SqlAggregate.sqlOf(
-                    agg._column._jc, spark._jsparkSession.parseDataType(record_type.json()))
+                with _spark_error_lines_off():
+                    text = spark._jvm.eventtime.jvm.SqlAggregate.sqlOf(
+                        agg._column._jc, spark._jsparkSession.parseDataType(record_type.json()))
             except Exception as exc:
                 raise _refused(i, agg, agg.expression, exc, record_type) from None
             agg = Aggregation(SQL_AGGREGATE, agg.name, expression=text, mergeable=agg.mergeable)
@@ -87,8 +106,9 @@ def engine_aggregations(spark, record_type: T.StructType, aggregations: Sequence
             continue
         ensure_engine(spark)
         try:
-            resolved = spark._jvm.eventtime.jvm.SqlAggregate.of(
-                agg.expression, spark._jsparkSession.parseDataType(record_type.json()))
+            with _spark_error_lines_off():
+                resolved = spark._jvm.eventtime.jvm.SqlAggregate.of(
+                    agg.expression, spark._jsparkSession.parseDataType(record_type.json()))
         except Exception as exc:  # AnalysisException, ParseException, IllegalArgumentException
             raise _refused(i, agg, aggregations[i].expression or agg.expression, exc, record_type) from None
         types[agg.name] = T._parse_datatype_json_string(resolved.resultTypeJson())

@@ -159,7 +159,7 @@ def test_sliding_windows_converge_when_partly_late_records_are_reported(tmp_path
     assert after[('{"user":"a"}', ts(120_000), ts(300_000))] == before[('{"user":"a"}', ts(120_000), ts(300_000))]
 
 
-def test_a_pane_written_before_the_accumulator_columns_leaves_its_records_listed(tmp_path):
+def test_a_pane_written_before_the_accumulator_columns_leaves_its_records_listed(tmp_path, capsys):
     config = _config(Tumbling("1 minute"), aggregations=(count(), mean("amount", name="avg")))
     s = Stream(str(tmp_path), config, accumulators=False)
     s.batch([Record("a", 10_000, {"amount": 1}), Record("a", 130_000, {"amount": 2})])
@@ -169,6 +169,15 @@ def test_a_pane_written_before_the_accumulator_columns_leaves_its_records_listed
     assert len(report.left[NOT_MERGEABLE]) == 1 and report.reconciled == 1
     b = latest_panes(s.results_path).query("key == '{\"user\":\"b\"}'").iloc[0]
     assert (b["avg"], b["avg__sum"], b["avg__n"]) == (8.0, 8, 1)  # the new columns, added by the correction
+    (why,) = report.why[NOT_MERGEABLE]
+    assert report.stuck == 1 and why.startswith("the pane of ") and "does not hold the accumulators" in why
+    # the command: the record left named with why, and exit 3 for a scheduled job to see
+    from eventtime.cli.late import main
+    from eventtime.cli.late_reconcile import STUCK_EXIT
+
+    assert main(["late", "reconcile", "--late", s.late_path, "--results", s.results_path], hard_exit=False) == STUCK_EXIT
+    text = capsys.readouterr().out
+    assert "left unreconciled, aggregation_not_mergeable: 1" in text and "does not hold the accumulators" in text
 
 
 def test_a_payload_without_the_aggregated_column_is_listed_and_the_rest_reconciled(tmp_path):

@@ -176,7 +176,8 @@ def test_buffers_resume_from_the_checkpoint_after_a_restart(spark, sc):
     ("sum(DISTINCT v_big)", "DISTINCT is supported in count(DISTINCT x)"),
     ("sum(v_big", "Syntax error"),
 ])
-def test_an_expression_the_engine_cannot_run_is_refused_before_the_query_starts(spark, tmp_path, expression, reason):
+def test_an_expression_the_engine_cannot_run_is_refused_before_the_query_starts(spark, tmp_path, capfd, expression,
+                                                                                reason):
     schema = ", ".join(f"{name} {ddl}" for name, ddl in TYPED_COLUMNS)
     (tmp_path / "in").mkdir()
     events = spark.readStream.schema(schema).parquet(str(tmp_path / "in")).transform(
@@ -187,6 +188,8 @@ def test_an_expression_the_engine_cannot_run_is_refused_before_the_query_starts(
     message = str(refused.value)
     assert f"aggregations[0] ('x') cannot run {expression!r}" in message and reason in message, message
     assert not spark.streams.active
+    printed = capfd.readouterr().err
+    assert "QueryContextLogger" not in printed and "\tat org.apache" not in printed, printed[:2000]  # no JVM stack
 
 
 def test_python_and_column_aggregations_that_cannot_run_are_refused_before_the_query_starts(spark, tmp_path):

@@ -51,18 +51,24 @@ def _table(path: str, drop=("record_id", "query_id")) -> list:
     return sorted(table.to_pylist(), key=repr)
 
 
-def test_tasks_write_the_same_tables_as_the_driver_and_send_it_no_row(spark, tmp_path, monkeypatch):
+@pytest.fixture
+def sent(monkeypatch) -> list:
+    """What every batch's tasks sent the driver (``BatchOutput``), in order."""
     import eventtime.spark.batch_output as batch_output
 
-    sent = []
+    outputs = []
     gather = batch_output.run_in_tasks
 
     def spy(df, plan, *args):
         written = gather(df, plan, *args)
-        sent.append(written)
+        outputs.append(written)
         return written
 
     monkeypatch.setattr(batch_output, "run_in_tasks", spy)
+    return outputs
+
+
+def test_tasks_write_the_same_tables_as_the_driver_and_send_it_no_row(spark, tmp_path, sent):
     panes, late = _sinks(str(tmp_path / "tasks"))
     router = eventtime.route(_flood(spark, 20_000), panes=panes, late=late, pipeline="flood", progress=False)
     assert router._in_tasks
@@ -182,18 +188,7 @@ def test_partition_values_that_need_escaping_read_back_as_written(spark, tmp_pat
         sorted(map(str, values))
 
 
-def test_a_sink_on_the_driver_gets_its_rows_from_the_tasks_and_the_delta_sink_none(spark, tmp_path, monkeypatch):
-    import eventtime.spark.batch_output as batch_output
-
-    sent = []
-    gather = batch_output.run_in_tasks
-
-    def spy(df, plan, *args):
-        written = gather(df, plan, *args)
-        sent.append(written)
-        return written
-
-    monkeypatch.setattr(batch_output, "run_in_tasks", spy)
+def test_a_sink_on_the_driver_gets_its_rows_from_the_tasks_and_the_delta_sink_none(spark, tmp_path, sent):
     got, expected = [], []
     _, late = _sinks(str(tmp_path / "tasks"))
     router = eventtime.route(_flood(spark, 20_000), panes=lambda t, b, q: got.append(t), late=late, pipeline="flood",

@@ -90,7 +90,7 @@ def test_a_session_without_the_kafka_connector_is_refused_before_the_query_start
     sink = KafkaSink("127.0.0.1:9092", "t", "p")
     try:
         spark._jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider")
-    except Exception:  # noqa: BLE001 - this session has no connector (pyspark 4.3)
+    except Exception:  # noqa: BLE001 - a Spark session without the connector (pyspark 4.3)
         with pytest.raises(ValueError, match=r"no Kafka connector.*local_session\(kafka=True\)"):
             sink.bind_route(spark)
     else:

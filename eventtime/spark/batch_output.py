@@ -145,15 +145,16 @@ def write_in_tasks(df, routed: tuple, keys: list, agg_names: list, batch_id: int
         written = run_in_tasks(cached if framed else df, TaskOutput(keys, agg_names, in_tasks, *files, batch_id,
                                                                     query_id, nows, sent))
         written.sinks = sinks
+        def kinds(i: int) -> tuple:  # what sink ``i`` takes
+            return tuple(k for k, s in zip((PANE, LATE_RECORD, INVALID_RECORD), indexes) if s == i)
+
         for i in sent:
             if written.tables[i] is None:  # no task had a row for it: its table of no row
-                kinds = tuple(k for k, s in zip((PANE, LATE_RECORD, INVALID_RECORD), indexes) if s == i)
-                written.tables[i] = SinkRows(sinks[i], keys, agg_names, kinds, batch_id, query_id, None,
+                written.tables[i] = SinkRows(sinks[i], keys, agg_names, kinds(i), batch_id, query_id, None,
                                              None).rows(no_rows(df.schema))
         for i in sorted(framed):
-            kinds = tuple(k for k, s in zip((PANE, LATE_RECORD, INVALID_RECORD), indexes) if s == i)
-            rows = sum(written.counts.panes if k == PANE else written.counts.count(k) for k in kinds)
-            plan = SinkRows(sinks[i], keys, agg_names, kinds, batch_id, query_id, nows[i], None)
+            rows = sum(written.counts.panes if k == PANE else written.counts.count(k) for k in kinds(i))
+            plan = SinkRows(sinks[i], keys, agg_names, kinds(i), batch_id, query_id, nows[i], None)
             written.frames[i] = (_frame(cached, plan), rows)
     except BaseException:
         if cached is not None:

@@ -121,3 +121,47 @@ def test_static_dataframe_every_window_kind_with_spark_sql_aggregations_equals_g
     got = _static_panes(raw, window)
     assert len(got) >= 9  # three users, at least three windows each
     assert got == sorted(want)
+
+
+def _shuffled_rows(df) -> int:
+    """The rows the executed plan of ``df`` (after a run) wrote to its shuffles."""
+    plan = df._jdf.queryExecution().executedPlan()
+    if plan.nodeName().startswith("AdaptiveSparkPlan"):
+        plan = plan.finalPhysicalPlan()
+    todo, written = [plan], 0
+    while todo:
+        node = todo.pop()
+        metrics = node.metrics()
+        if "Exchange" in node.nodeName() and metrics.contains("shuffleRecordsWritten"):
+            written += metrics.get("shuffleRecordsWritten").get().value()
+        children = node.children()
+        todo.extend(children.apply(i) for i in range(children.size()))
+    return written
+
+
+def test_invalid_records_are_written_beside_the_operator_not_through_its_shuffle(spark):
+    """A flood of invalid records (ts = 0) belongs to no window: every one is in the output,
+    with its reason, partition, offset, raw text and record, and none crosses the operator's
+    shuffle (InvalidRecords.java); the valid rows' panes are counted as before."""
+    rows = 2000
+    df = spark.range(rows).select(
+        F.concat(F.lit("u"), (F.col("id") % 3).cast("string")).alias("user"),
+        (F.col("id") % 2).alias("part"), F.col("id").alias("off"),
+        F.when(F.col("id") < 3, F.lit(1_700_000_000_000) + F.col("id")).otherwise(F.lit(0)).alias("ts"))
+    out = (df.transform(eventtime.with_event_time("ts", unit="ms", min_valid="2000-01-01"))
+             .transform(eventtime.window_aggregate(keys=["user"], window=eventtime.Tumbling("1 minute"),
+                                                   partition_col="part", offset_col="off")))
+    got = out.collect()
+    invalid = sorted((r for r in got if r.kind == "invalid"), key=lambda r: r.offset)
+    assert [r.offset for r in invalid] == list(range(3, rows))
+    first = invalid[0]
+    assert (first.reason, first.raw_timestamp, first.partition, first.user, first.watermark) == \
+        ("before_min_valid", "0", "1", "u0", None)
+    assert first.et__rec.asDict() == {"user": "u0", "part": 1, "off": 3, "ts": 0}
+    assert sorted(r["count"] for r in got if r.kind == "pane") == [1, 1, 1]
+    stats: dict = {}  # each map task's rows of each partition
+    for r in got:
+        if r.kind == "partition_stats":
+            stats[r.partition] = stats.get(r.partition, 0) + r.stat_rows
+    assert stats == {"0": rows // 2, "1": rows // 2}  # the invalid records counted in their partition
+    assert _shuffled_rows(out) < 10  # the map side's partial counts and statistics only

@@ -108,6 +108,13 @@ def test_a_filter_spark_keeps_above_the_node_keeps_the_node_before_the_map_side(
     assert got[2]["watermark_ms"] == 19000
 
 
+def _invalid_records_beside(runner: SparkTypedRunner) -> bool:
+    """Whether the query's plan has the branch that writes invalid records beside the operator
+    (InvalidRecords.java: the batch's watermark as its column ``et__w``)."""
+    plan = runner.query._jsq.streamingQuery().lastExecution().analyzed().treeString()
+    return " AS et__w#" in plan
+
+
 def _operator_input(runner: SparkTypedRunner) -> tuple[list[str], list[str]]:
     """The columns the last batch shuffles to the operator (the child of its one exchange), and
     the keys it sorts them by before the operator."""
@@ -132,7 +139,7 @@ def test_the_operator_input_is_shuffled_packed(spark, aggregations):
     one int, so Spark sorts the operator's input by it alone (a radix sort of its prefix)."""
     sc = _scenario(aggregations)
     expected = run_reference_typed(sc)
-    outputs = []
+    outputs, beside = [], []
     # a projection between the steps keeps Spark's node after the map side; this filter keeps it before
     for between in (lambda df: df.select(*df.columns), lambda df: df.filter(F.col("__et_wm").isNull() | (F.col("rid") >= 0))):
         runner = SparkTypedRunner(sc, spark, between)
@@ -142,6 +149,7 @@ def test_the_operator_input_is_shuffled_packed(spark, aggregations):
             assert columns == ["et__gb", "et__v"]
             assert [k.split("#")[0] for k in sort_keys] == ["et__gb"]
             outputs.append((got, _plan(runner)))
+            beside.append(_invalid_records_beside(runner))
         finally:
             runner.close()
         assert diff_typed(expected, got) is None, diff_typed(expected, got)
@@ -156,4 +164,7 @@ def test_the_operator_input_is_shuffled_packed(spark, aggregations):
     # the node) give the same output
     assert moved_plan.index("EventTimeWatermark") < moved_plan.index("MapPartitions"), moved_plan
     assert kept_plan.index("MapPartitions") < kept_plan.index("EventTimeWatermark"), kept_plan
+    # without Spark's node before the map side, invalid records are written beside the operator
+    # (a second branch of the plan, InvalidRecords.java), with the watermark the operator would give them
+    assert beside == [True, False]
     assert diff_typed(moved, kept) is None, diff_typed(moved, kept)

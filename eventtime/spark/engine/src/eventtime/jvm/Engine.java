@@ -28,8 +28,10 @@ public final class Engine {
       input.sparkSession().streams();
     }
     MapSideWatermark moved = MapSideWatermark.of(input);
-    Dataset<Row> mapped = mapInput(moved == null ? input : moved.input, spec)
-        .mapPartitions(new Packed.Pack(new Mapper(spec, moved != null), spec), Encoders.row(Packed.schema()));
+    Dataset<Row> source = moved == null ? input : moved.input;
+    boolean invalidBeside = InvalidRecords.possible(source);
+    Dataset<Row> mapped = mapInput(source, spec)
+        .mapPartitions(new Packed.Pack(new Mapper(spec, moved != null, invalidBeside), spec), Encoders.row(Packed.schema()));
     if (moved != null) mapped = moved.apply(mapped);
     Dataset<byte[]> out = mapped
         .select(functions.col(Packed.GROUP), functions.col(Packed.VALUE))
@@ -43,7 +45,8 @@ public final class Engine {
             spec.bounded || spec.publishedWatermark ? TimeMode.None() : TimeMode.EventTime(),
             OutputMode.Append(),
             Encoders.BINARY());
-    return out.select(RowBytes.column(out.col("value"), spec.outputType).alias("et__out"));
+    Dataset<Row> operated = out.select(RowBytes.column(out.col("value"), spec.outputType).alias("et__out"));
+    return invalidBeside ? operated.union(InvalidRecords.of(source, spec)) : operated;
   }
 
   /** The map side alone (statistics, pass-through, map-side combine): the operator's input. */

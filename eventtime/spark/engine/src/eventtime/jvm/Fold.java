@@ -63,6 +63,10 @@ public final class Fold implements java.io.Serializable {
       task.count(partition(partition), cls, time);
       return true;
     }
+    if (task.bypasses(cls)) {
+      task.count(partition(partition), cls, time);
+      return true;
+    }
     if (cls != Layout.DATA || !task.foldable(time)) return false;
     task.count(partition(partition), cls, time);
     int nk = spec.keyFields.length;

@@ -92,6 +92,14 @@ final class MapTask {
     TABLE_SIZE.merge(spec.planId, Math.min(partials.capacity(), LARGEST_FIRST_TABLE), Math::max);
   }
 
+  /** Whether the operator's plan takes this task's invalid records beside it ({@link InvalidRecords}). */
+  boolean invalidBeside;
+
+  /** Whether a row of class {@code cls} is counted here and then written beside the operator ({@link InvalidRecords}). */
+  boolean bypasses(int cls) {
+    return cls == Layout.INVALID && invalidBeside && watermark != null;
+  }
+
   boolean foldable(Long ms) {
     return ms != null && watermark != null && spec.foldable(ms, watermark);
   }

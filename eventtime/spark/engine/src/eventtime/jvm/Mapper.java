@@ -41,23 +41,26 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
    * UTF8String, as the combine holds it; Spark's {@code Row} encoder needs a Java string.
    */
   private final boolean packed;
+  /** Whether the plan takes invalid records beside the operator ({@link InvalidRecords}). */
+  private final boolean invalidBeside;
 
   public Mapper(Spec spec) {
-    this(spec, null, false, false);
+    this(spec, null, false, false, false);
   }
 
   /** The engine's mapper, packed. {@code watermarkRow}: Spark's watermark node follows the map side and reads that row. */
-  Mapper(Spec spec, boolean watermarkRow) {
-    this(spec, null, watermarkRow, true);
+  Mapper(Spec spec, boolean watermarkRow, boolean invalidBeside) {
+    this(spec, null, watermarkRow, true, invalidBeside);
   }
 
   /** A mapper told the batch's watermark directly (the in-process runner, {@link InProcess}). */
   Mapper(Spec spec, Long knownWatermark) {
-    this(spec, knownWatermark, false, false);
+    this(spec, knownWatermark, false, false, false);
   }
 
-  private Mapper(Spec spec, Long knownWatermark, boolean watermarkRow, boolean packed) {
+  private Mapper(Spec spec, Long knownWatermark, boolean watermarkRow, boolean packed, boolean invalidBeside) {
     this.spec = spec;
+    this.invalidBeside = invalidBeside;
     this.knownWatermark = knownWatermark;
     this.watermarkRow = watermarkRow;
     this.packed = packed;
@@ -94,6 +97,7 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
   public Iterator<Row> call(Iterator<Row> input) {
     final Layout lay = new Layout(spec);
     final MapTask task = knownWatermark != null ? new MapTask(spec, knownWatermark) : MapTask.open(spec);
+    task.invalidBeside = invalidBeside;
     final int nk = lay.nk, na = lay.na;
     // the row's keys then aggregated values, as MapTask.fold reads them
     final Object[] scratch = new Object[nk + na];
@@ -112,6 +116,7 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
         task.count(r.get(Layout.IN_PART), cls, ms);
         if (cls == Layout.HEARTBEAT) return null;
         Row rec = r.isNullAt(Layout.IN_REC) ? null : r.getStruct(Layout.IN_REC);
+        if (task.bypasses(cls)) return null;
         if (cls == Layout.INVALID) return passRow(Layout.PASS, keysOf(r), Layout.INVALID, null, r, rec);
         // a data row without its record was judged live under this batch's watermark (Live)
         if (rec == null || task.foldable(ms)) {

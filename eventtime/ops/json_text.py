@@ -170,11 +170,29 @@ def _column_texts(column: Any) -> list[Any]:
         if not column.null_count:
             return ['"', column, '"']
         return [pc.binary_join_element_wise('"', column, '"', "").fill_null("null")]
-    values = column.to_pylist()
-    if pa.types.is_floating(kind):
-        finite = math.isfinite
-        return [pa.array([repr(v) if v is not None and finite(v) else render_value(v) for v in values], pa.string())]
-    return [pa.array([render_value(v) for v in values], pa.string())]
+    if pa.types.is_float64(kind):
+        return [_float_texts(column)]
+    return [pa.array([render_value(v) for v in column.to_pylist()], pa.string())]
+
+
+def _float_texts(column: Any) -> Any:
+    """``render_value`` of a float64 array: pyarrow's shortest text where Python's ``repr`` is
+    the same digits in fixed notation (0, and 1e-4 <= |v| < 1e16, where pyarrow writes no
+    exponent), with the ``.0`` repr gives a whole number; the rest value by value."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = pc.cast(column, pa.string())
+    magnitude = pc.abs(column)
+    fixed = pc.or_(pc.equal(magnitude, 0), pc.and_(pc.greater_equal(magnitude, 1e-4), pc.less(magnitude, 1e16)))
+    fast = pc.and_(fixed, pc.invert(pc.match_substring_regex(text, "[eEnNiI]"))).fill_null(True)
+    whole = pc.invert(pc.match_substring(text, "."))
+    text = pc.if_else(whole, pc.binary_join_element_wise(text, ".0", ""), text).fill_null("null")
+    slow = pc.invert(fast)
+    if not pc.any(slow).as_py():
+        return text
+    values = column.filter(slow).to_pylist()
+    return pc.replace_with_mask(text, slow, pa.array([render_value(v) for v in values], pa.string()))
 
 
 def _objects_array(names: list[str], columns: list[Any], compact: bool) -> Any:

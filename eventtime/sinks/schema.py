@@ -142,6 +142,11 @@ def _cast_to(arr: pa.ChunkedArray, target: pa.DataType, name: str) -> pa.Chunked
         raise ValueError(f"column {name!r} has type {arr.type}, expected {target}: {exc}") from exc
 
 
+def _same(value, arrow_type: pa.DataType, n: int) -> pa.ChunkedArray:
+    """A column of ``n`` times ``value``."""
+    return pa.chunked_array([pa.repeat(pa.scalar(value, arrow_type), n)])
+
+
 def _prepare_records(table: pa.Table, pipeline: str, query_id: str, batch_id: int, detected_at: _dt.datetime,
                      id_prefix: str = "") -> pa.Table:
     if not isinstance(table, pa.Table):
@@ -155,14 +160,14 @@ def _prepare_records(table: pa.Table, pipeline: str, query_id: str, batch_id: in
             raise ValueError(f"record table column {col!r} collides with a column the late sink adds")
     n = table.num_rows
     cols: dict[str, pa.ChunkedArray] = {}
-    cols["pipeline"] = pa.chunked_array([pa.array([pipeline] * n, pa.string())])
-    cols["query_id"] = pa.chunked_array([pa.array([query_id] * n, pa.string())])
-    cols["batch_id"] = pa.chunked_array([pa.array([batch_id] * n, pa.int64())])
-    cols["detected_at"] = pa.chunked_array([pa.array([detected_at] * n, TS)])
-    cols["detected_date"] = pa.chunked_array([pa.array([detected_at.date()] * n, pa.date32())])
+    cols["pipeline"] = _same(pipeline, pa.string(), n)
+    cols["query_id"] = _same(query_id, pa.string(), n)
+    cols["batch_id"] = _same(batch_id, pa.int64(), n)
+    cols["detected_at"] = _same(detected_at, TS, n)
+    cols["detected_date"] = _same(detected_at.date(), pa.date32(), n)
     # id_prefix: the part of the batch the rows are (a task writes each of its chunks with its own)
-    cols["record_id"] = pa.chunked_array([pa.array([f"{query_id}:{batch_id}:{id_prefix}{i}" for i in range(n)],
-                                                   pa.string())])
+    numbers = pc.cast(pa.array(range(n), pa.int64()), pa.string())
+    cols["record_id"] = pa.chunked_array([pc.binary_join_element_wise(f"{query_id}:{batch_id}:{id_prefix}", numbers, "")])
     for field in RECORD_SCHEMA:
         if field.name in names:
             cols[field.name] = _cast_to(table.column(field.name), field.type, field.name)
@@ -207,10 +212,10 @@ def _prepare_panes(
         raise ValueError(f"key_columns {missing} are not columns of the pane table (has {names})")
     n = table.num_rows
     cols: dict[str, pa.ChunkedArray] = {
-        "pipeline": pa.chunked_array([pa.array([pipeline] * n, pa.string())]),
-        "query_id": pa.chunked_array([pa.array([query_id] * n, pa.string())]),
-        "batch_id": pa.chunked_array([pa.array([batch_id] * n, pa.int64())]),
-        "written_at": pa.chunked_array([pa.array([written_at] * n, TS)]),
+        "pipeline": _same(pipeline, pa.string(), n),
+        "query_id": _same(query_id, pa.string(), n),
+        "batch_id": _same(batch_id, pa.int64(), n),
+        "written_at": _same(written_at, TS, n),
     }
     if "key" not in names:
         cols["key"] = pa.chunked_array([_key_json(table, key_columns)])

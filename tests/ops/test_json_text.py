@@ -95,3 +95,16 @@ def test_examples_at_the_edges():
                                '{"id": null, "amount": null, "x": "-Infinity"}']
     assert rows_json(pa.array([{}, None], pa.struct([]))) == ["{}", None]
     assert keys_json([], []) == []
+
+
+@SETTINGS
+@given(st.lists(st.one_of(st.none(), st.floats(), st.floats(min_value=1e-5, max_value=1e17),
+                          st.integers(-(10**17), 10**17).map(float)), max_size=50))
+def test_a_double_column_renders_as_repr_of_each_value(values):
+    """Doubles are rendered a column at a time (pyarrow's shortest text where it is repr's), at
+    the edges of repr's fixed notation too."""
+    edges = [0.0, -0.0, 1e-4, -1e-4, 9.999999999999999e-05, 1e16, 9999999999999998.0, 1e15, 100.0, 0.1 + 0.2,
+             5e-324, 1.7976931348623157e308]
+    column = pa.array(values + edges, pa.float64())
+    rows = pa.StructArray.from_arrays([column], names=["v"])
+    assert rows_json(rows) == [row_json([("v", v)]) for v in values + edges]

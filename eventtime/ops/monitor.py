@@ -27,7 +27,7 @@ import dataclasses
 import logging
 import time
 from datetime import timedelta
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Optional
 
 from ..core._duration import human_ms
 from ..core._duration import to_ms as _duration_ms
@@ -327,10 +327,12 @@ class PartitionMonitor:
         return out
 
 
-def progress_line(pipeline: str, stats: BatchStats, seconds: float, tick: bool = False) -> str:
+def progress_line(pipeline: str, stats: BatchStats, seconds: float, tick: bool = False,
+                  ran_at_ms: Optional[int] = None) -> str:
     """One batch for a person: its input rows (the records of the source, not the watermark's
     tick rows), panes, late and invalid records, the watermark (``none`` before any valid event
-    time) and how long the batch took.
+    time) and how long the batch took. ``ran_at_ms``: the watermark the batch ran at, when the
+    driver knows it (a batch with no output row shows it, not the last watermark rows showed).
 
     >>> progress_line("orders", BatchStats(batch_id=3, rows_in=2000, panes=340, late=12, invalid=3,
     ...               watermark_ms=1_714_557_800_000), 0.84)
@@ -340,6 +342,8 @@ def progress_line(pipeline: str, stats: BatchStats, seconds: float, tick: bool =
 
     from ..core.trigger import END_OF_INPUT_MS
 
+    if ran_at_ms is not None and ran_at_ms > (stats.watermark_ms or 0):
+        stats = dataclasses.replace(stats, watermark_ms=ran_at_ms)
     if stats.watermark_ms is None or stats.watermark_ms <= 0:  # Spark's 0: no watermark yet
         watermark = "none"
     elif stats.watermark_ms >= END_OF_INPUT_MS:

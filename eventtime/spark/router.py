@@ -364,9 +364,8 @@ class Router:
             except Exception:  # the alerter must never stop the pipeline
                 log.exception("eventtime[%s] alerter failed on batch %s", self.pipeline, batch_id)
         if self.progress:
-            shown = stats if (stats.watermark_ms or 0) > 0 or published is None else dataclasses.replace(
-                stats, watermark_ms=published)  # a batch with no output row still ran at its W
-            self._say(progress_line(self.pipeline, shown, time.monotonic() - started, tick=driver is not None))
+            self._say(progress_line(self.pipeline, stats, time.monotonic() - started, tick=driver is not None,
+                                    ran_at_ms=published))
 
 
 def route(

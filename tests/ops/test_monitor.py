@@ -101,3 +101,15 @@ def test_idle_partition_and_metrics():
     clock.now = 41.0
     assert mon.observe(batch(3, {"a": PartitionStats(500, 1), "b": PartitionStats(None, 3)})) == []
     assert mon.metrics()["b"]["max_event_time_ms"] == 200
+
+
+def test_a_batch_without_output_rows_shows_the_watermark_it_ran_at():
+    """The batch's rows carry the watermark it ran at; a batch with none (a watermark's batch
+    that fired nothing) shows the one the driver published for it, not the last rows' one."""
+    from eventtime.ops.monitor import progress_line
+
+    earlier = BatchStats(batch_id=5, rows_in=0, panes=0, late=0, invalid=0, watermark_ms=1_714_557_800_000)
+    line = progress_line("orders", earlier, 0.2, ran_at_ms=1_714_557_800_000 + 2 * 3_600_000)
+    assert "watermark 2024-05-01 12:03:20 UTC" in line, line
+    assert "watermark 2024-05-01 10:03:20 UTC" in progress_line("orders", earlier, 0.2, ran_at_ms=1000)
+    assert "watermark none" in progress_line("orders", dataclasses.replace(earlier, watermark_ms=None), 0.2, ran_at_ms=0)

@@ -1,6 +1,7 @@
 """Sinks for the router's outputs: Delta tables for late/invalid records and panes, PostgreSQL
 for panes (:class:`PostgresSink`, on the generic exactly-once :class:`BatchSink`), Kafka topics
-for either (:class:`KafkaSink`, at least once with idempotent keys).
+for either (:class:`KafkaSink`, at least once with idempotent keys), and a user's sink written
+by Spark's tasks and committed once per batch (:class:`TaskSink`).
 
 Example:
     >>> from eventtime.sinks import DeltaLateSink, DeltaResultsSink
@@ -23,6 +24,7 @@ from eventtime.sinks.delta import (
 )
 from eventtime.sinks.kafka import KafkaSink
 from eventtime.sinks.postgres import PostgresSink
+from eventtime.sinks.task import TaskSink, TaskWriter
 
 __all__ = [
     "BatchSink",
@@ -34,6 +36,8 @@ __all__ = [
     "RejectedRow",
     "RetryPolicy",
     "SinkError",
+    "TaskSink",
+    "TaskWriter",
     "RECORD_SCHEMA",
     "DeltaDelaySink",
     "DeltaLateSink",

@@ -29,6 +29,7 @@ from .delta_merge import insert_rust, insert_spark, merge_rows, merge_rust, merg
 from .delta_write import DeltaSink, DeltaSinkError, WriteResult
 from .schema import LATE_META_SCHEMA, RECORD_SCHEMA, TS, _prepare_panes, _prepare_records
 from .spark_delta import spark_has_delta, write_via_spark
+from .closed import WATERMARK_METADATA
 from .tables import _check_path, _same_table, _table_layout, compact, latest_panes, record_pipeline, snapshot_dataset
 
 __all__ = [
@@ -240,6 +241,18 @@ class DeltaResultsSink(_PipelineRecorded):
                 f"the new pipeline to a table of its own."
             )
 
+    def batch_watermark(self, watermark_ms: int | None) -> None:
+        """The watermark the batch about to be written ran at (``route`` tells it): recorded in
+        the batch's commit, so that :func:`latest_panes` can tell which windows are closed."""
+        self._watermark_ms = watermark_ms
+
+    def _commit_metadata(self, query_id: str, batch_id: int) -> dict:
+        metadata = super()._commit_metadata(query_id, batch_id)
+        watermark_ms = getattr(self, "_watermark_ms", None)
+        if watermark_ms is not None:
+            metadata[WATERMARK_METADATA] = int(watermark_ms)
+        return metadata
+
     def _empty_rows(self) -> pa.Table | None:
         schema = getattr(self, "_pane_schema", None)
         return None if schema is None else schema.empty_table()
@@ -294,10 +307,11 @@ class DeltaResultsSink(_PipelineRecorded):
         if skipped is not None:
             return skipped
         before = dt.version()
+        metadata = self._commit_metadata(query_id, batch_id)
         if self.mode == "upsert":
-            merge_spark(self.spark, self.path, merge_rows(data), app_id, batch_id)
+            merge_spark(self.spark, self.path, merge_rows(data), app_id, batch_id, user_metadata=metadata)
         else:
-            insert_spark(self.spark, self.path, data, app_id, batch_id)
+            insert_spark(self.spark, self.path, data, app_id, batch_id, user_metadata=metadata)
         version = self._table().version()
         if version == before:  # delta-spark skipped it: another writer committed the batch first
             return WriteResult(False, 0, attempts, skipped="already_committed", version=version)

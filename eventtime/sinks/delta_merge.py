@@ -64,9 +64,11 @@ def merge_rust(dt: Any, rows: pa.Table, commit_properties: Any) -> None:
 
 
 def merge_spark(spark: Any, path: str, rows: pa.Table, app_id: str, version: int, on: str | None = None,
-                update: bool = True) -> None:
+                update: bool = True, user_metadata: dict | None = None) -> None:
     """The same ``MERGE`` through Spark SQL, under the app transaction ``(app_id, version)``:
-    delta-spark skips it when the table has that version."""
+    delta-spark skips it when the table has that version. ``user_metadata``: the commit's
+    ``userMetadata``, as JSON."""
+    import json
     import uuid
 
     view = f"eventtime_merge_{uuid.uuid4().hex}"
@@ -88,6 +90,8 @@ def merge_spark(spark: Any, path: str, rows: pa.Table, app_id: str, version: int
     try:
         conf.set("spark.databricks.delta.write.txnAppId", app_id)
         conf.set("spark.databricks.delta.write.txnVersion", str(int(version)))
+        if user_metadata:
+            conf.set("spark.databricks.delta.commitInfo.userMetadata", json.dumps(user_metadata, sort_keys=True))
         spark.sql(
             f"MERGE INTO delta.`{quoted}` AS t USING {view} AS s ON {on or _on('t', 's')} "
             + (f"WHEN MATCHED AND s.{_OP} = 'delete' THEN DELETE "
@@ -96,6 +100,7 @@ def merge_spark(spark: Any, path: str, rows: pa.Table, app_id: str, version: int
     finally:
         conf.unset("spark.databricks.delta.write.txnAppId")
         conf.unset("spark.databricks.delta.write.txnVersion")
+        conf.unset("spark.databricks.delta.commitInfo.userMetadata")
         spark.catalog.dropTempView(view)
 
 
@@ -114,7 +119,8 @@ def insert_rust(dt: Any, rows: pa.Table, commit_properties: Any) -> None:
      .execute())
 
 
-def insert_spark(spark: Any, path: str, rows: pa.Table, app_id: str, version: int) -> None:
+def insert_spark(spark: Any, path: str, rows: pa.Table, app_id: str, version: int,
+                 user_metadata: dict | None = None) -> None:
     """The same insert through Spark SQL's ``MERGE``, under the app transaction."""
     merge_spark(spark, path, rows.append_column(_OP, pa.array(["upsert"] * rows.num_rows)), app_id, version,
-                on=_INSERT_ON, update=False)
+                on=_INSERT_ON, update=False, user_metadata=user_metadata)

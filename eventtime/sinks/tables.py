@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from ..core.reconcile import CORRECTION
 from ..ops.paths import local_path
+from .closed import recorded_watermarks, with_closed
 
 __all__ = ["snapshot_dataset", "latest_panes", "compact", "check_table_columns", "PIPELINE_PROPERTY",
            "record_pipeline", "recorded_pipelines"]
@@ -119,11 +120,14 @@ PIPELINE_PROPERTY = "eventtime.pipeline."
 
 def recorded_pipelines(path: str, storage_options: Mapping[str, str] | None = None) -> dict[str, dict]:
     """``{pipeline: document}`` recorded in the Delta table's properties by :func:`record_pipeline`."""
-    import json
-
     from deltalake import DeltaTable
 
-    dt = DeltaTable(path, storage_options=dict(storage_options) if storage_options else None)
+    return _pipeline_documents(DeltaTable(path, storage_options=dict(storage_options) if storage_options else None))
+
+
+def _pipeline_documents(dt: Any) -> dict[str, dict]:
+    import json
+
     return {k[len(PIPELINE_PROPERTY):]: json.loads(v) for k, v in dt.metadata().configuration.items()
             if k.startswith(PIPELINE_PROPERTY) and v}
 
@@ -207,11 +211,18 @@ def latest_panes(
     ``corrections=False`` leaves out the CORRECTION panes of ``eventtime late reconcile``: the
     results as the stream alone wrote them.
 
+    Column ``closed``: no pane of the stream will change the window any more. Its pipeline's
+    watermark, as the last batch that wrote panes to the table recorded it, has passed the
+    window's end plus the allowed lateness (``window_end - 1 ms + allowed_lateness <=
+    watermark``: the window is expired, its state purged; docs/semantics.md). A window can be
+    closed with ``is_final`` false: its last pane fired before it expired (allowed lateness),
+    or was LATE. Only ``eventtime late reconcile`` adds CORRECTION panes to a closed window.
+
     With session windows a pane can supersede earlier sessions of its key (its
     ``merged_from``); a superseded session is not current and is left out.
 
     Example:
-        ``latest_panes("/data/results").query("is_final")``
+        ``latest_panes("/data/results").query("closed")``
     """
     from deltalake import DeltaTable
 
@@ -224,7 +235,7 @@ def latest_panes(
         expr = stream if expr is None else expr & stream
     df = dataset.to_table(filter=expr).to_pandas()
     if df.empty:
-        return df
+        return df.assign(closed=df["is_final"].astype(bool) if "is_final" in df else [])
     import pandas as pd
 
     group = ["pipeline", "key", "window_start", "window_end"]
@@ -233,7 +244,7 @@ def latest_panes(
     df = df.drop_duplicates(subset=group, keep="first").reset_index(drop=True)
     if "merged_from" in df.columns:
         df = _without_superseded(df, every, group)
-    return df.drop(columns="_written")
+    return with_closed(df.drop(columns="_written"), recorded_watermarks(dt), _pipeline_documents(dt))
 
 
 def _without_superseded(df: "Any", every: "Any", group: list[str]) -> "Any":

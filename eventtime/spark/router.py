@@ -349,6 +349,11 @@ class Router:
             self.pipeline, batch_id, stats.rows_in, stats.panes, stats.late, stats.invalid, stats.watermark_ms,
         )
         fault_point("before_write", batch_id)
+        # the watermark the batch ran at (its rows show it; a batch with none ran at the one published)
+        ran_at = max(stats.watermark_ms or 0, published or 0) or None
+        for sink in self._routed:
+            if sink is not None and hasattr(sink, "batch_watermark"):
+                sink.batch_watermark(ran_at)
         results = commit_task_files(written, batch_id, qid) if written is not None \
             else write_on_driver(panes, records, self._routed, batch_id, qid)
         if self.delays_sink is not None:

@@ -244,6 +244,12 @@ def test_streaming_through_delta_spark_equals_delta_rs(dspark, spark_run, rust_r
         assert not any("Apache-Spark" in (c["engineInfo"] or "") for c in history(dspark, rust_run / name))
     kinds = collections.Counter(dict(row)["kind"] for row in spark_tables["late"].elements())
     assert kinds["'late'"] > 0 and kinds["'invalid'"] > 0, kinds
+    # the watermark each batch ran at, recorded by either writer: the same windows are closed
+    from eventtime.sinks import latest_panes
+
+    closed = [latest_panes(str(run / "results")).sort_values(["key", "window_start"])["closed"].tolist()
+              for run in (spark_run, rust_run)]
+    assert closed[0] == closed[1] and any(closed[0]), closed
 
 
 def test_a_late_table_written_by_delta_spark_reads_the_same_everywhere(spark_run):
@@ -515,6 +521,12 @@ def test_reconcile_through_delta_spark_converges_to_the_bounded_run(dspark, stre
     assert any(c["operation"] == "MERGE" and "Apache-Spark" in c["engineInfo"] for c in history(dspark, current))
     rows = read_rows(current).to_pandas()
     assert not rows.duplicated(["key", "window_start", "window_end"]).any()
+
+    def closed(path: str) -> dict:  # the watermark recorded by MERGE's commits as by the appends'
+        panes = latest_panes(path, corrections=False)
+        return dict(zip(zip(panes["key"], panes["window_start"]), panes["closed"]))
+
+    assert closed(current) == closed(str(tmp_path / "stream" / "results")) and any(closed(current).values())
     assert compare_with_truth(rows, latest_panes(str(tmp_path / "stream" / "results"), corrections=False),
                               ["user_id"], compared)["different"] == 0
     merged = eventtime.reconcile(str(tmp_path / "upsert" / "late"), current, engine="spark", spark=dspark)

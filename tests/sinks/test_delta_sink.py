@@ -490,3 +490,24 @@ def test_latest_panes_keeps_a_later_session_with_the_bounds_of_a_replaced_one(tm
     sink(pane(100, 110, 0, 7, []), 3, "q")
     got = sorted((int(r.window_end.timestamp() * 1000), r.pane_index, r.count) for r in latest_panes(path).itertuples())
     assert got == [(110, 0, 7), (118, 1, 2)]
+
+
+def test_latest_panes_marks_the_windows_the_recorded_watermark_expired(tmp_path):
+    """A window is closed once the watermark a batch that wrote panes ran at reaches its end
+    - 1 ms + the allowed lateness (equality included); not before, and not for a pipeline that
+    recorded none."""
+    path = str(tmp_path / "results")
+    sink = DeltaResultsSink(path, pipeline="clicks", sleep=lambda s: None)
+    end0 = int((T0 + dt.timedelta(minutes=1)).timestamp() * 1000)  # window 0's end; window 1 ends a minute later
+    lateness = 30_000
+    sink.batch_watermark(end0 - 1)  # at window 0's end: due (an ON_TIME pane), not expired
+    sink(panes([("a", 0, "ON_TIME", 0, False, 3)]), 0, "q1")
+    sink.record_pipeline({"config": {"allowed_lateness_ms": lateness}, "keys": ["user"]})
+    assert latest_panes(path)["closed"].tolist() == [False]
+    sink.batch_watermark(end0 - 1 + lateness)  # window 0 expires exactly here
+    sink(panes([("a", 1, "ON_TIME", 0, False, 2)]), 1, "q1")
+    got = {r.window_start.minute: (r.is_final, r.closed) for r in latest_panes(path).itertuples()}
+    assert got == {0: (False, True), 1: (False, False)}
+    other = DeltaResultsSink(path, pipeline="other", sleep=lambda s: None)  # recorded no watermark
+    other(panes([("b", 0, "ON_TIME", 0, False, 1)]), 0, "q2")
+    assert latest_panes(path, pipeline="other")["closed"].tolist() == [False]

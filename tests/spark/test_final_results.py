@@ -56,3 +56,5 @@ def test_latest_panes_are_the_final_results_even_where_the_last_pane_was_late(sp
     # the trap: windows whose last pane was LATE have is_final false, and are final all the same
     assert got[("a", T0)][2:] == ("LATE", False)
     assert got[("b", T0)][2:] == ("LATE", False)
+    # which is what ``closed`` says: the end of input expired every window, whatever its last pane
+    assert final["closed"].all() and not final["is_final"].all()

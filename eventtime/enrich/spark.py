@@ -19,7 +19,6 @@ import asyncio
 import os
 import re
 import uuid
-import warnings
 from typing import Any, Callable, Iterator, NamedTuple, Optional
 
 from pyspark.accumulators import AccumulatorParam
@@ -278,9 +277,7 @@ def enrich_async(
 
         run.__name__ = run.__qualname__ = _FUNCTION_PREFIX + step_id
         schema = T.StructType([*df.schema.fields, T.StructField(output, dtype, True), T.StructField(error_col, T.StringType(), True)])
-        with warnings.catch_warnings():  # mapInArrow checks the pandas version (session.py's filter)
-            warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
-            out = df.mapInArrow(run, schema)
+        out = df.mapInArrow(run, schema)
         error = F.col(error_col)
         out = out.observe(
             METRICS_PREFIX + output,

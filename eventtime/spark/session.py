@@ -1,8 +1,7 @@
 """A local SparkSession configured for the eventtime engine (its jar on ``spark.jars``).
 
-Local sessions are quiet: Spark logs errors only (a shipped ``log4j2.properties``) and
-PySpark's "pandas >= 3 not fully supported" FutureWarning is filtered in the driver and its
-workers. What is left, and cannot be silenced from Python:
+Local sessions are quiet: Spark logs errors only (a shipped ``log4j2.properties``). What is
+left, and cannot be silenced from Python:
 
 * ``WARNING: Using incubator modules: jdk.incubator.vector`` -- printed by the JVM itself
   for a module Spark's launcher always adds (``JavaModuleOptions``);
@@ -14,12 +13,10 @@ from __future__ import annotations
 
 import os
 import sys
-import warnings
 from typing import Optional
 
 __all__ = ["local_session", "ROCKSDB_PROVIDER", "ENGINE_CONF"]
 
-_PANDAS_WARNING = "PySpark does not yet fully support pandas"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 # What the engine needs from any session (local or cluster):
@@ -76,13 +73,6 @@ def local_session(
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    # Python workers inherit this: PySpark's "pandas >= 3 not fully supported" FutureWarning
-    # would otherwise be printed by every worker (the engine is tested with pandas 3).
-    ignore = f"ignore:{_PANDAS_WARNING}:FutureWarning"
-    current = os.environ.get("PYTHONWARNINGS", "")
-    if ignore not in current.split(","):
-        os.environ["PYTHONWARNINGS"] = f"{current},{ignore}" if current else ignore
-    warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
     log4j = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
     builder = (
         SparkSession.builder.master(master)

@@ -350,6 +350,7 @@ def progress_line(pipeline: str, stats: BatchStats, seconds: float, tick: bool =
         watermark = "end of input"
     else:
         watermark = _dt.datetime.fromtimestamp(stats.watermark_ms / 1000, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    note = " (no input: the per-partition watermark's tick, which fires the windows it passed)" if tick and not stats.rows_in else ""
+    ticked = tick and not stats.rows_in and watermark != "end of input"
+    note = " (no input: the per-partition watermark's tick, which fires the windows it passed)" if ticked else ""
     return (f"eventtime[{pipeline}] batch {stats.batch_id}: {stats.rows_in:,} rows, {stats.panes:,} panes, "
             f"{stats.late:,} late, {stats.invalid:,} invalid, watermark {watermark} ({seconds:.1f} s){note}")

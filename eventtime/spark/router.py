@@ -129,6 +129,7 @@ class Router:
         self._counter = BatchCounter(bool(self.meta.get("partition_col")))
         self._failures = FailureWatch(alerter, lambda: self.query_id() or (self.query.id if self.query else ""))
         self._last_stats = None
+        self._input_ended = False  # the end of input was raised: every later batch runs past it
         #: Per-partition watermarks: the driver's W (eventtime/spark/partition_watermark.py), from start().
         self.partition_watermark = None
         self._state_cache = None  # RocksDB's block cache against the state (spark/state_cache.py), from start()
@@ -220,6 +221,7 @@ class Router:
 
             self.query.awaitTermination()  # raises the query's error, if it failed
             raise_end_of_input(self.meta["end_of_input_signal"])
+            self._input_ended = True
             self.query = RunningQuery(writer().start(), self.pipeline, local, self._failures.settle)
             self.query.awaitTermination()
             if local is not None:
@@ -340,6 +342,8 @@ class Router:
             stats = dataclasses.replace(stats, watermark_ms=END_OF_INPUT_MS)
         if driver is not None:
             stats = driver.apply(batch_id, stats_rows, stats)
+            if self._input_ended:  # the operator swept to the end of input: no partition holds it back
+                stats = dataclasses.replace(stats, watermark_ms=END_OF_INPUT_MS, holdback_ms=None)
         if self._enrichment:  # the workers' counts, merged into the accumulators by the batch's action
             stats = dataclasses.replace(stats, enrichment=self._enrichment.take())
         self._last_stats = stats

@@ -165,3 +165,33 @@ def test_end_of_input_needs_a_bounded_trigger(spark, tmp_path):
     router = eventtime.route(_aggregate(stream, _scenario()), panes=lambda *a: None)
     with pytest.raises(ValueError, match=r"end_of_input=True needs a bounded run"):
         router.start(str(tmp_path / "chk"), trigger="1 second", end_of_input=True)
+
+
+class _Stats:
+    def __init__(self):
+        self.batches = []
+
+    def on_batch(self, batch_id, records, stats):
+        self.batches.append(stats)
+
+
+def test_per_partition_end_of_input_says_so_and_holds_nothing_back(spark, tmp_path):
+    """With per-partition watermarks the batches after the end of input run past it: the
+    progress line says "end of input" (not a watermark tick) and no slow partition is said to
+    hold the windows back; the windows the stream's watermark never made due fired at its end."""
+    sc = _scenario()
+    src = str(tmp_path / "in")
+    _write(src, sc["batches"])
+    cfg = config_of(sc)
+    events = spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(src).transform(
+        eventtime.with_event_time("ts", unit="ms", max_out_of_orderness=cfg.max_out_of_orderness_ms, min_valid=1,
+                                  max_future=MAX_FUTURE_MS, now=NOW_MS))
+    out = events.transform(eventtime.window_aggregate(
+        keys=list(sc["keys"]), window=cfg.window, allowed_lateness=cfg.allowed_lateness_ms,
+        aggregations=AGGREGATIONS, partition_col="part", offset_col="off", watermark="per_partition"))
+    lines, seen, cap = [], _Stats(), _Capture()
+    eventtime.route(out, panes=cap.pane_sink, late=cap.record_sink, alerter=seen, progress=lines.append,
+                    pipeline="pp").start(str(tmp_path / "chk"), trigger={"availableNow": True}, end_of_input=True)
+    assert "watermark end of input" in lines[-1] and "tick" not in lines[-1], lines
+    assert seen.batches[-1].watermark_ms == END_OF_INPUT_MS and seen.batches[-1].holdback_ms is None
+    assert {p["window_start"] for p in cap.output(sc["keys"])[0]["panes"]} >= {6000, 9000}

@@ -9,9 +9,10 @@ import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * The map side's filter: true for a row it has consumed into the task's {@link MapTask} (a
- * heartbeat, or a data row live under this batch's watermark: counted, then folded into the
- * map-side combine), false for a row the {@link Mapper} must see (invalid, late, control, or any
- * row when the watermark is not known). {@link FoldExpression} calls it from Spark's generated
+ * heartbeat, an invalid record written beside the operator ({@link InvalidRecords}), or a data
+ * row live under this batch's watermark: counted, then folded into the map-side combine), false
+ * for a row the {@link Mapper} must see (late, control, or any row when the watermark is not
+ * known). {@link FoldExpression} calls it from Spark's generated
  * code for the input, with Spark's own values (text as {@link UTF8String}, not decoded): a
  * consumed row is never built as a row with its record, converted to a Java {@code Row} or
  * serialized, and its key is packed from its bytes.
@@ -59,11 +60,7 @@ public final class Fold implements java.io.Serializable {
       if (task == null) return false;
     }
     Long time = msNull ? null : ms;
-    if (cls == Layout.HEARTBEAT) {
-      task.count(partition(partition), cls, time);
-      return true;
-    }
-    if (task.bypasses(cls)) {
+    if (cls == Layout.HEARTBEAT || task.bypasses(cls)) {
       task.count(partition(partition), cls, time);
       return true;
     }

@@ -114,9 +114,8 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
         }
         Long ms = r.isNullAt(Layout.IN_MS) ? null : r.getLong(Layout.IN_MS);
         task.count(r.get(Layout.IN_PART), cls, ms);
-        if (cls == Layout.HEARTBEAT) return null;
+        if (cls == Layout.HEARTBEAT || task.bypasses(cls)) return null;
         Row rec = r.isNullAt(Layout.IN_REC) ? null : r.getStruct(Layout.IN_REC);
-        if (task.bypasses(cls)) return null;
         if (cls == Layout.INVALID) return passRow(Layout.PASS, keysOf(r), Layout.INVALID, null, r, rec);
         // a data row without its record was judged live under this batch's watermark (Live)
         if (rec == null || task.foldable(ms)) {

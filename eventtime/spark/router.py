@@ -340,10 +340,13 @@ class Router:
             stats = self._counter.count(batch_id, panes, records, stats_rows, pane_watermark_ms)
         if ends_input:  # a static DataFrame's one batch: its watermark ends at the end of input, rows or none
             stats = dataclasses.replace(stats, watermark_ms=END_OF_INPUT_MS)
-        if driver is not None:
+        # the watermark the batch ran at (its rows show it; a batch with none ran at the one published)
+        ran_at = max(stats.watermark_ms or 0, published or 0) or None
+        if driver is not None:  # (the driver's W after the batch: the next batch runs at it)
             stats = driver.apply(batch_id, stats_rows, stats)
             if self._input_ended:  # the operator swept to the end of input: no partition holds it back
                 stats = dataclasses.replace(stats, watermark_ms=END_OF_INPUT_MS, holdback_ms=None)
+                ran_at = END_OF_INPUT_MS
         if self._enrichment:  # the workers' counts, merged into the accumulators by the batch's action
             stats = dataclasses.replace(stats, enrichment=self._enrichment.take())
         self._last_stats = stats
@@ -353,8 +356,6 @@ class Router:
             self.pipeline, batch_id, stats.rows_in, stats.panes, stats.late, stats.invalid, stats.watermark_ms,
         )
         fault_point("before_write", batch_id)
-        # the watermark the batch ran at (its rows show it; a batch with none ran at the one published)
-        ran_at = max(stats.watermark_ms or 0, published or 0) or None
         for sink in self._routed:
             if sink is not None and hasattr(sink, "batch_watermark"):
                 sink.batch_watermark(ran_at)

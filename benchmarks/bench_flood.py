@@ -6,7 +6,7 @@ N rows from ``spark.range`` (a user, an amount, a 100-byte text), of which 99 % 
 driver's JVM and Python) is read from ``/proc`` every 0.1 s:
 
 * ``eventtime``: ``with_event_time(min_valid="2000-01-01")``, a 1-minute tumbling count per
-  user, ``route`` into ``DeltaResultsSink`` and ``DeltaLateSink`` as one bounded run
+  user (``split_invalid=True``: the invalid records beside the operator), ``route`` into ``DeltaResultsSink`` and ``DeltaLateSink`` as one bounded run
   (``start(end_of_input=True)``): every bogus row kept in the late table;
 * ``spark``: Spark's own job of the same rows: the bogus rows filtered, ``to_json`` of each,
   written as Parquet; the rest grouped by ``window(ts, "1 minute")`` and user, counted, written.
@@ -98,7 +98,7 @@ def _job(engine: str, rows: int, out: str, master: str, source: str | None) -> d
         result = (df.transform(eventtime.with_event_time("ts", unit="ms", min_valid="2000-01-01",
                                                          max_future="36500 days"))
                     .transform(eventtime.window_aggregate(keys=["user"], window=eventtime.Tumbling("1 minute"),
-                                                          aggregations=[eventtime.count()])))
+                                                          aggregations=[eventtime.count()], split_invalid=True)))
         totals = _Totals()
         router = eventtime.route(result, panes=DeltaResultsSink(os.path.join(out, "results"), pipeline="flood"),
                                  late=DeltaLateSink(os.path.join(out, "late"), pipeline="flood"), pipeline="flood",

@@ -130,6 +130,7 @@ def engine_spec(
     bounded: bool,
     event_time_column: Optional[str] = None,
     session_time_zone: str = "UTC",
+    split_invalid: bool = False,
 ) -> dict:
     """The JVM engine's configuration (Spec.java): :meth:`EngineConfig.to_spec` with what the
     engine needs to read the user's rows of type ``record_type``: where the key and aggregated
@@ -146,6 +147,7 @@ def engine_spec(
     return {
         **spec,
         "bounded": bounded,
+        "split_invalid": split_invalid,
         "watermark_property": WATERMARK_PROPERTY,
         "buckets": NUM_BUCKETS,
         "event_time_field": position.get(event_time_column, -1) if event_time_column else -1,
@@ -179,6 +181,7 @@ def window_aggregate(
     watermark: str = GLOBAL,
     idle_timeout: Any = None,
     report_partly_late: bool = False,
+    split_invalid: bool = False,
 ) -> Callable[[DataFrame], DataFrame]:
     """A ``DataFrame.transform`` step: event-time windows per ``keys`` with allowed lateness.
 
@@ -199,6 +202,12 @@ def window_aggregate(
     ``report_partly_late=True`` also sends a record that is too late for some of its sliding
     windows (and added to the others) to the late output, reason ``partly_late``, with the span
     of the windows it missed, so that ``eventtime late reconcile`` corrects those too.
+
+    ``split_invalid=True`` writes invalid records (bogus, null or far-future event times) from
+    the input beside the operator instead of through its shuffle and state: a flood of them
+    then costs a filter and a projection (docs/performance.md), but Spark reads the input a
+    second time in each batch -- the source, and every step before this one (a Kafka topic is
+    fetched twice, ``enrich_async`` looks every key up twice). The output is the same.
     """
     keys = _check_keys(keys)
     aggregations = tuple(aggregations) if isinstance(aggregations, (list, tuple)) else (
@@ -217,6 +226,8 @@ def window_aggregate(
     for i, agg in enumerate(aggregations):
         if agg.kind == UDAF:
             result_ddl(i, agg)  # a Python aggregation's result type is known
+    if not isinstance(split_invalid, bool):
+        raise TypeError(f"split_invalid must be a bool, got {type(split_invalid).__name__} {split_invalid!r}")
     for parameter, value in (("partition_col", partition_col), ("offset_col", offset_col), ("heartbeat_col", heartbeat_col)):
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{parameter} must be a column name (str) or None, got {type(value).__name__} {value!r}")
@@ -262,7 +273,7 @@ def window_aggregate(
         out_schema = output_schema(key_fields, [f for a in engine_aggs for f in pane_fields(a, types[a.name], schema)])
         spec = engine_spec(config, record_type, out_schema, keys, bounded=not df.isStreaming,
                            event_time_column=settings.get("column"),
-                           session_time_zone=spark.conf.get("spark.sql.session.timeZone"))
+                           session_time_zone=spark.conf.get("spark.sql.session.timeZone"), split_invalid=split_invalid)
         # The operator input (eventtime/spark/engine/src/eventtime/jvm/Layout.java): the event time as a
         # plain long (no watermark metadata, so Spark drops nothing before the operator), the row
         # class, the invalid reason / raw text, partition (Spark's own text of it) and offset,

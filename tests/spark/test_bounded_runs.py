@@ -140,9 +140,10 @@ def _shuffled_rows(df) -> int:
 
 
 def test_invalid_records_are_written_beside_the_operator_not_through_its_shuffle(spark):
-    """A flood of invalid records (ts = 0) belongs to no window: every one is in the output,
-    with its reason, partition, offset, raw text and record, and none crosses the operator's
-    shuffle (InvalidRecords.java); the valid rows' panes are counted as before."""
+    """A flood of invalid records (ts = 0) belongs to no window: with ``split_invalid=True``
+    every one is in the output, with its reason, partition, offset, raw text and record, and
+    none crosses the operator's shuffle (InvalidRecords.java); the valid rows' panes are
+    counted as before. By default they go through the operator (the input is read once)."""
     rows = 2000
     df = spark.range(rows).select(
         F.concat(F.lit("u"), (F.col("id") % 3).cast("string")).alias("user"),
@@ -150,7 +151,7 @@ def test_invalid_records_are_written_beside_the_operator_not_through_its_shuffle
         F.when(F.col("id") < 3, F.lit(1_700_000_000_000) + F.col("id")).otherwise(F.lit(0)).alias("ts"))
     out = (df.transform(eventtime.with_event_time("ts", unit="ms", min_valid="2000-01-01"))
              .transform(eventtime.window_aggregate(keys=["user"], window=eventtime.Tumbling("1 minute"),
-                                                   partition_col="part", offset_col="off")))
+                                                   partition_col="part", offset_col="off", split_invalid=True)))
     got = out.collect()
     invalid = sorted((r for r in got if r.kind == "invalid"), key=lambda r: r.offset)
     assert [r.offset for r in invalid] == list(range(3, rows))
@@ -165,3 +166,10 @@ def test_invalid_records_are_written_beside_the_operator_not_through_its_shuffle
             stats[r.partition] = stats.get(r.partition, 0) + r.stat_rows
     assert stats == {"0": rows // 2, "1": rows // 2}  # the invalid records counted in their partition
     assert _shuffled_rows(out) < 10  # the map side's partial counts and statistics only
+    through = df.transform(eventtime.with_event_time("ts", unit="ms", min_valid="2000-01-01")).transform(
+        eventtime.window_aggregate(keys=["user"], window=eventtime.Tumbling("1 minute"), partition_col="part",
+                                   offset_col="off"))
+    assert sorted(map(repr, through.collect())) == sorted(map(repr, got))
+    assert _shuffled_rows(through) >= rows - 3
+    with pytest.raises(TypeError, match="split_invalid must be a bool"):
+        eventtime.window_aggregate(keys=["user"], window=eventtime.Tumbling("1 minute"), split_invalid="yes")

@@ -70,6 +70,7 @@ def _run_with_plan(sc, spark, between=None):
     runner = SparkTypedRunner(sc, spark, between)
     try:
         out = [runner.run_batch(batch) for batch in sc["batches"]]
+        assert not _invalid_records_beside(runner)  # unless split_invalid=True: the input is read once
         return out, _plan(runner)
     finally:
         runner.close()
@@ -137,7 +138,7 @@ def test_the_operator_input_is_shuffled_packed(spark, aggregations):
     column (Packed.java), not a serializer and deserializer expression per column, and the
     output is the model's, the same with Spark's watermark node after the map side and before it. The grouping key is
     one int, so Spark sorts the operator's input by it alone (a radix sort of its prefix)."""
-    sc = _scenario(aggregations)
+    sc = {**_scenario(aggregations), "split_invalid": True}
     expected = run_reference_typed(sc)
     outputs, beside = [], []
     # a projection between the steps keeps Spark's node after the map side; this filter keeps it before
@@ -164,7 +165,8 @@ def test_the_operator_input_is_shuffled_packed(spark, aggregations):
     # the node) give the same output
     assert moved_plan.index("EventTimeWatermark") < moved_plan.index("MapPartitions"), moved_plan
     assert kept_plan.index("MapPartitions") < kept_plan.index("EventTimeWatermark"), kept_plan
-    # without Spark's node before the map side, invalid records are written beside the operator
-    # (a second branch of the plan, InvalidRecords.java), with the watermark the operator would give them
+    # split_invalid=True: without Spark's node before the map side, invalid records are written beside
+    # the operator (a second branch of the plan, InvalidRecords.java), with the watermark the operator
+    # would give them
     assert beside == [True, False]
     assert diff_typed(moved, kept) is None, diff_typed(moved, kept)

@@ -186,7 +186,7 @@ class SparkTypedRunner:
                 aggregations=cfg.aggregations, accumulation=cfg.accumulation, emit=cfg.emit,
                 partition_col="part", offset_col="off", heartbeat_col="hb",
                 watermark=cfg.watermark.mode, idle_timeout=cfg.watermark.idle_timeout_ms,
-                report_partly_late=cfg.report_partly_late,
+                report_partly_late=cfg.report_partly_late, split_invalid=sc.get("split_invalid", False),
             )
         )
         if after is not None:

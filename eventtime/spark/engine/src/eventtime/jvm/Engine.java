@@ -29,7 +29,7 @@ public final class Engine {
     }
     MapSideWatermark moved = MapSideWatermark.of(input);
     Dataset<Row> source = moved == null ? input : moved.input;
-    boolean invalidBeside = InvalidRecords.possible(source);
+    boolean invalidBeside = spec.splitInvalid && InvalidRecords.possible(source);
     Dataset<Row> mapped = mapInput(source, spec)
         .mapPartitions(new Packed.Pack(new Mapper(spec, moved != null, invalidBeside), spec), Encoders.row(Packed.schema()));
     if (moved != null) mapped = moved.apply(mapped);

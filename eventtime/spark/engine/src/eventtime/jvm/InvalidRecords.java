@@ -21,6 +21,11 @@ import scala.jdk.javaapi.CollectionConverters;
  * statistics and drops it ({@link MapTask#bypasses}), and this branch of the plan writes it as
  * the operator would ({@link OutputRows#invalidRecord}) straight from the input, in Spark's
  * generated code. When the watermark is not known, it goes through the operator as before.
+ *
+ * <p>The branch reads the operator's input a second time: Spark runs the input's plan (the
+ * source, and every step before the operator, such as an enrichment's lookups) twice in each
+ * batch. So it is the user's choice ({@code window_aggregate(split_invalid=True)}, {@link
+ * Spec#splitInvalid}), for inputs where a flood of invalid records costs more than a second read.
  */
 final class InvalidRecords {
   private InvalidRecords() {}

@@ -37,6 +37,8 @@ public final class Spec implements Serializable {
   /** The last calendar window computed, {start, end}: consecutive rows mostly share one. */
   private transient volatile long[] lastCalendarWindow;
   public final boolean finalOnly, discarding, bounded;
+  /** Whether invalid records may be written beside the operator ({@link InvalidRecords}): window_aggregate's split_invalid. */
+  public final boolean splitInvalid;
   /** Report a record too late for some of its windows (Contract.PARTLY_LATE), besides adding it to the others. */
   public final boolean reportPartlyLate;
   /** Positions, in the record struct, of the key columns and of each aggregation's input (-1: none). */
@@ -120,6 +122,7 @@ public final class Spec implements Serializable {
       finalOnly = Contract.FINAL_ONLY.equals(n.get("emit").asText());
       discarding = Contract.DISCARDING.equals(n.get("accumulation").asText());
       bounded = n.get("bounded").asBoolean();
+      splitInvalid = n.path("split_invalid").asBoolean(false);
       reportPartlyLate = n.has("report_partly_late") && n.get("report_partly_late").asBoolean();
       watermarkProperty = n.get("watermark_property").asText();
       buckets = n.get("buckets").asInt();

@@ -36,11 +36,8 @@ public final class Spec implements Serializable {
   private final DayOfWeek weekStart;
   /** The last calendar window computed, {start, end}: consecutive rows mostly share one. */
   private transient volatile long[] lastCalendarWindow;
-  public final boolean finalOnly, discarding, bounded;
-  /** Whether invalid records may be written beside the operator ({@link InvalidRecords}): window_aggregate's split_invalid. */
-  public final boolean splitInvalid;
-  /** Report a record too late for some of its windows (Contract.PARTLY_LATE), besides adding it to the others. */
-  public final boolean reportPartlyLate;
+  /** Invalid records beside the operator ({@link InvalidRecords}); a record too late for some windows reported (PARTLY_LATE). */
+  public final boolean finalOnly, discarding, bounded, splitInvalid, reportPartlyLate;
   /** Positions, in the record struct, of the key columns and of each aggregation's input (-1: none). */
   public final int[] keyFields;
   public final String[] aggKinds, aggNames;

@@ -137,24 +137,16 @@ def write_in_tasks(df, routed: tuple, keys: list, agg_names: list, batch_id: int
     sent = tuple(i for i, s in enumerate(sinks) if not getattr(s, "writes_in_tasks", False))
     nows = [None if i in sent else _in_utc(s._now(), utc) for i, s in enumerate(sinks)]
     framed = {i for i, s in enumerate(sinks) if getattr(s, "writes_frames", False)}
-    jvm = _jvm_records(df, sinks, indexes, sent, framed, keys)
-    files = [None if i in framed or i in jvm else i for i in indexes]  # the sinks the statistics' tasks write files of
-    cached = df.persist(StorageLevel.MEMORY_AND_DISK) if framed or jvm else None
+    files = [None if i in framed else i for i in indexes]  # the sinks the statistics' tasks write files of
+    cached = df.persist(StorageLevel.MEMORY_AND_DISK) if framed else None
     try:
         # the tasks get the sinks they write files of (a sink on the driver may hold a connection)
-        in_tasks = [None if i in sent or i in framed or i in jvm else s for i, s in enumerate(sinks)]
-        source = cached if cached is not None else df
-        if jvm:  # the records never reach the Python tasks
-            from pyspark.sql import functions as F
-
-            source = source.filter(~F.col("kind").isin(list(RECORD_KINDS)))
-        written = run_in_tasks(source, TaskOutput(keys, agg_names, in_tasks, *files, batch_id, query_id, nows, sent))
+        in_tasks = [None if i in sent or i in framed else s for i, s in enumerate(sinks)]
+        written = run_in_tasks(cached if framed else df, TaskOutput(keys, agg_names, in_tasks, *files, batch_id,
+                                                                    query_id, nows, sent))
         written.sinks = sinks
         def kinds(i: int) -> tuple:  # what sink ``i`` takes
             return tuple(k for k, s in zip((PANE, LATE_RECORD, INVALID_RECORD), indexes) if s == i)
-
-        if jvm:
-            _write_records_in_jvm(cached, written, {i: kinds(i) for i in jvm}, keys, agg_names, batch_id, query_id, nows)
 
         for i in sent:
             if written.tables[i] is None:  # no task had a row for it: its table of no row
@@ -170,51 +162,6 @@ def write_in_tasks(df, routed: tuple, keys: list, agg_names: list, batch_id: int
         raise
     written.cached = cached
     return written
-
-
-def _jvm_records(df, sinks: list, indexes: list, sent: tuple, framed: set, keys: list) -> set:
-    """The sinks whose records Spark's own writer writes (:mod:`.record_output`): every sink of
-    the late and invalid records, when each is a late table appended through delta-rs and the
-    batch's columns have the JVM's JSON rules; else none."""
-    from .record_output import supports
-
-    takers = {i for i in indexes[1:] if i is not None}
-    if not takers or indexes[0] in takers:
-        return set()
-    for i in takers:
-        sink = sinks[i]
-        if i in sent or i in framed or getattr(sink, "_kind", None) != "late" or not hasattr(sink, "open_files"):
-            return set()
-    return takers if supports(df, keys) else set()
-
-
-def _write_records_in_jvm(cached, written: BatchOutput, kinds: dict, keys: list, agg_names: list, batch_id: int,
-                          query_id: str, nows: list) -> None:
-    """The batch's records counted, sampled and written by Spark (:mod:`.record_output`) into
-    ``written``: its counts and samples, and each sink's files (``kinds``: sink index -> the
-    record kinds it takes)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from ..ops.paths import local_path
-    from .batch_tables import split
-    from .record_output import record_counts, record_frame, record_sample, write_parquet
-
-    counted = record_counts(cached)
-    for key, entry in counted["reasons"].items():
-        written.counts._entry(key, entry["count"], entry["partitions"], entry["max_lateness_ms"])
-    written.counts.watermark(counted["watermark_ms"])
-    samples = [split(t, keys, agg_names)[1] for t in record_sample(cached, counted["reasons"], SAMPLE_ROWS)]
-    if samples:
-        sample = pa.concat_tables([written.sample, *samples], promote_options="permissive") \
-            if written.sample.num_rows else pa.concat_tables(samples, promote_options="permissive")
-        written.sample = pa.concat_tables([sample.filter(pc.equal(sample.column("kind"), k)) for k in RECORD_KINDS])
-    for i, taken in kinds.items():
-        sink = written.sinks[i]
-        if not sum(written.counts.count(k) for k in taken):
-            continue
-        frame = record_frame(cached, keys, taken, sink.pipeline, query_id, batch_id, nows[i])
-        written.files[i] = write_parquet(frame, local_path(sink.path), sink._partitioning() or [])
 
 
 def commit_task_files(written: BatchOutput, batch_id: int, query_id: str) -> list:

@@ -3,9 +3,10 @@
 The package's folders are its architecture (docs/architecture.md): ``core`` (window
 assignment, firing rules, timestamps, aggregations, config, the reference model; pure
 Python), ``harness`` (scenario replay through the model, conservation checks), ``spark``
-(the adapter: extraction, the JVM operator, routing), ``sinks`` (Delta), ``ops``
+(the adapter: extraction, the JVM operator, routing), ``sinks`` (Delta, Kafka, PostgreSQL,
+your own), ``sources`` (Kafka JSON), ``enrich`` (async enrichment before the window), ``ops``
 (statistics, alerts, restart compatibility, fault points, the JSON text of rows), ``query``
-(reading the late-data table) and ``cli`` (commands and the demo). The Spark transforms, Delta sinks and
+(reading the late-data table, the advisor, reconcile) and ``cli`` (commands and the demo). The Spark transforms, Delta sinks and
 alerts are imported lazily, so that ``import eventtime`` does not start or import Spark.
 
 >>> import eventtime
@@ -15,10 +16,6 @@ alerts are imported lazily, so that ``import eventtime`` does not start or impor
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.util
-import sys
-import warnings
 from importlib import import_module
 from typing import Any
 
@@ -93,53 +90,6 @@ __all__ = [
     "WindowAssigner",
     *_LAZY,
 ]
-
-
-# Module paths before the package was split into folders (0.1), and those of the modules
-# since moved out of ``core``: they still import, as the modules they became, with a
-# DeprecationWarning.
-_MOVED = {
-    "eventtime.window": "eventtime.core.window",
-    "eventtime.trigger": "eventtime.core.trigger",
-    "eventtime.timestamps": "eventtime.core.timestamps",
-    "eventtime.aggregations": "eventtime.core.aggregations",
-    "eventtime.config": "eventtime.core.config",
-    "eventtime.reference": "eventtime.core.reference",
-    "eventtime.scenario": "eventtime.harness.scenario",
-    "eventtime.conservation": "eventtime.harness.conservation",
-    "eventtime.monitor": "eventtime.ops.monitor",
-    "eventtime.alerts": "eventtime.ops.alerts",
-    "eventtime.compat": "eventtime.ops.compat",
-    "eventtime.faults": "eventtime.ops.faults",
-    "eventtime.late": "eventtime.query.late",
-    "eventtime.cli_late": "eventtime.cli.late",
-    "eventtime.demo": "eventtime.cli.demo",
-    "eventtime.demo_data": "eventtime.cli.demo_data",
-    "eventtime.core.scenario": "eventtime.harness.scenario",
-    "eventtime.core.conservation": "eventtime.harness.conservation",
-}
-
-
-class _MovedModule(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """``import eventtime.late`` gives the module ``eventtime.query.late`` itself."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        return importlib.util.spec_from_loader(name, self) if name in _MOVED else None
-
-    _specs: dict = {}
-
-    def create_module(self, spec: Any) -> Any:
-        warnings.warn(f"{spec.name} is now {_MOVED[spec.name]}", DeprecationWarning, stacklevel=2)
-        module = import_module(_MOVED[spec.name])
-        self._specs.setdefault(module.__name__, module.__spec__)
-        return module
-
-    def exec_module(self, module: Any) -> None:
-        module.__spec__ = self._specs[module.__name__]  # import set it to the old path's spec
-
-
-if not any(isinstance(finder, _MovedModule) for finder in sys.meta_path):
-    sys.meta_path.append(_MovedModule())
 
 
 def __getattr__(name: str) -> Any:

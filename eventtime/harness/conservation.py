@@ -18,11 +18,7 @@ from ..core.reconcile import CORRECTION
 from ..core.trigger import DISCARDING, FINAL_ONLY
 from ..core.window import Tumbling, WindowAssigner
 
-__all__ = ["ConservationReport", "ConservationError", "conservation", "assert_conservation"]
-
-
-class ConservationError(AssertionError):
-    """Rows were lost or duplicated between the input and the tables."""
+__all__ = ["ConservationReport", "conservation"]
 
 
 @dataclass(frozen=True)
@@ -105,11 +101,3 @@ def conservation(
             invalid_rows = invalid_rows[~invalid_rows["payload"].map(lambda p: _is_heartbeat(p, heartbeat_column))]
         invalid = int(len(invalid_rows))
     return ConservationReport(int(rows_in), counted, late, invalid, duplicated_panes, duplicated_records)
-
-
-def assert_conservation(*args, **kwargs) -> ConservationReport:
-    """:func:`conservation`, raising :class:`ConservationError` when it does not hold."""
-    report = conservation(*args, **kwargs)
-    if not report.holds:
-        raise ConservationError(report.describe())
-    return report

@@ -263,11 +263,6 @@ class Alerter:
         # per-partition watermarks: W is B behind its slowest active partition anyway
         self._default_holdback_ms = None if max_out_of_orderness_ms is None else 2 * max_out_of_orderness_ms
 
-    def partition_metrics(self) -> dict[str, dict[str, Any]]:
-        """Per source partition: ``max_event_time_ms``, ``lag_ms``, ``idle_s``, ``rows_total``,
-        ``rows_last_batch``, ``lagging``, ``idle`` (as of the last batch)."""
-        return self.monitor.metrics()
-
     def on_batch(self, batch_id: int, records: Any, stats: BatchStats | None = None) -> BatchAlerts:
         """Evaluate one micro-batch and send/log its alerts. Never raises.
 

@@ -25,7 +25,7 @@ from decimal import Decimal
 from json.encoder import encode_basestring as _quote  # = json.dumps(text, ensure_ascii=False)
 from typing import Any, Iterable, Optional
 
-__all__ = ["render_value", "row_json", "rows_json", "rows_json_array", "key_json", "keys_json", "keys_json_array", "to_python"]
+__all__ = ["render_value", "row_json", "rows_json_array", "key_json", "keys_json", "keys_json_array", "to_python"]
 
 
 def to_python(value: Any) -> Any:
@@ -208,19 +208,14 @@ def _objects_array(names: list[str], columns: list[Any], compact: bool) -> Any:
     return pc.binary_join_element_wise(*parts, "")
 
 
-def rows_json(rows: Any) -> list[Optional[str]]:
-    """``row_json`` of every row of a pyarrow ``StructArray`` (``None`` for a null row), rendered
-    a column at a time: the late table's ``payload`` of a batch.
+def rows_json_array(rows: Any) -> Any:
+    """``row_json`` of every row of a pyarrow ``StructArray`` (null for a null row), rendered a
+    column at a time, as a pyarrow string array: the late table's ``payload`` of a batch.
 
     >>> import pyarrow as pa
-    >>> rows_json(pa.array([{"id": 1, "name": "a"}, None]))
+    >>> rows_json_array(pa.array([{"id": 1, "name": "a"}, None])).to_pylist()
     ['{"id": 1, "name": "a"}', None]
     """
-    return rows_json_array(rows).to_pylist()
-
-
-def rows_json_array(rows: Any) -> Any:
-    """``rows_json`` as a pyarrow string array."""
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -161,7 +161,7 @@ def test_partition_skew_alert_names_partition_and_lag(receiver):
             "[p] partition 1 lags the global max event time by 5 min (threshold 1 min) (batch 3); the global watermark "
             "follows the fastest partitions: its records whose windows end more than the allowed lateness behind the "
             "watermark are late (watermark='per_partition' waits for it instead)")
-        m = alerter.partition_metrics()
+        m = alerter.monitor.metrics()
         assert m["1"]["lag_ms"] == 300_000 and m["1"]["lagging"] and not m["2"]["lagging"]
         assert out.metrics.keys() == m.keys() == {"0", "1", "2"}
         assert {k: v["lag_ms"] for k, v in out.metrics.items()} == {"0": 0, "1": 300_000, "2": 30_000}

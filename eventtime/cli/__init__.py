@@ -107,9 +107,9 @@ def _leave(code: int) -> None:
                 session.stop()
         except Exception:  # noqa: BLE001 - the command's result stands
             pass
-    from .late import _flush_and_exit
+    from .late import flush_and_exit
 
-    _flush_and_exit(code)
+    flush_and_exit(code)
 
 
 def main(argv: Optional[Sequence[str]] = None, hard_exit: bool = False) -> int:

@@ -41,8 +41,8 @@ from ..core.window import Calendar, Session, Tumbling
 from ..harness.conservation import ConservationReport, conservation
 from .demo_data import DEMO_SCHEMA_DDL, DemoStream, late_by_partition, write_stream
 from .demo_reconcile import TRUTH, reconcile_step
-from .demo_query import (KAFKA_PARTITIONS, KAFKA_PRODUCED, KAFKA_TOPIC, PIPELINE, DemoError, _run_kafka_query,
-                         _run_query, check_kafka_available, kafka_demo_source, produce_batch)
+from .demo_query import (KAFKA_PARTITIONS, KAFKA_PRODUCED, KAFKA_TOPIC, PIPELINE, DemoError, run_kafka_query,
+                         run_query, check_kafka_available, kafka_demo_source, produce_batch)
 
 __all__ = ["run_demo", "DemoError", "demo_pipeline", "kafka_demo_source", "produce_batch", "KAFKA_TOPIC",
            "KAFKA_PARTITIONS", "SOURCES"]
@@ -307,7 +307,7 @@ def run_demo(
         router = None  # the file source's one router (the Kafka runs build one per run)
         try:
             if from_kafka:
-                ran, produced = _run_kafka_query(
+                ran, produced = run_kafka_query(
                     lambda: demo_pipeline(spark, stream, output, alerter=alerter, watermark=watermark,
                                           bootstrap_servers=bootstrap),
                     kafka, stream, checkpoint, watermark, say, timeout_s, os.path.join(output, KAFKA_PRODUCED))
@@ -315,7 +315,7 @@ def run_demo(
             else:
                 router = demo_pipeline(spark, stream, output, alerter=alerter, watermark=watermark)
                 files = len([f for f in os.listdir(os.path.join(output, "input")) if f.endswith(".json")])
-                ran = _run_query(router, checkpoint, files, say, timeout_s)
+                ran = run_query(router, checkpoint, files, say, timeout_s)
         except CheckpointMissingError as exc:
             raise DemoError(f"{exc} (demo: add --fresh-start to discard the old tables and start over)") from exc
         except Exception as exc:

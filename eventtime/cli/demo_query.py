@@ -15,8 +15,8 @@ from typing import Any, Callable, Optional
 
 from .demo_data import DemoStream
 
-__all__ = ["DemoError", "PIPELINE", "KAFKA_TOPIC", "KAFKA_PARTITIONS", "KAFKA_PRODUCED", "KAFKA_VALUE_SCHEMA",
-           "kafka_demo_source", "produce_batch", "check_kafka_available"]
+__all__ = ["run_query", "run_kafka_query", "DemoError", "PIPELINE", "KAFKA_TOPIC", "KAFKA_PARTITIONS",
+           "KAFKA_PRODUCED", "KAFKA_VALUE_SCHEMA", "kafka_demo_source", "produce_batch", "check_kafka_available"]
 
 PIPELINE = "demo"
 KAFKA_TOPIC = "eventtime-demo"
@@ -97,7 +97,7 @@ def _raise_if_failed(query) -> None:
         raise DemoError(f"the streaming query failed: {failure}") from failure
 
 
-def _run_query(router, checkpoint: str, files: int, say: Callable[[str], None], timeout_s: float) -> int:
+def run_query(router, checkpoint: str, files: int, say: Callable[[str], None], timeout_s: float) -> int:
     """Run until every input file is processed and the no-data batch after the last has run."""
     from ..spark.replay import file_source_offset
 
@@ -137,7 +137,7 @@ def _run_query(router, checkpoint: str, files: int, say: Callable[[str], None], 
     return len(printed)
 
 
-def _run_kafka_query(make_router: Callable[[], Any], kafka, stream: DemoStream, checkpoint: str, watermark: str,
+def run_kafka_query(make_router: Callable[[], Any], kafka, stream: DemoStream, checkpoint: str, watermark: str,
                      say: Callable[[str], None], timeout_s: float, produced_log: str) -> tuple[int, int]:
     """Produce the demo's micro-batches to Kafka one by one; after each, run the query on
     ``checkpoint`` until it has read everything produced (``availableNow``: the data batch,

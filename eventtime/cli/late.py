@@ -40,7 +40,7 @@ from typing import Any, Sequence, TextIO
 from ..core._duration import human_ms
 from .late_args import add_late_group
 
-__all__ = ["register", "main", "run"]
+__all__ = ["flush_and_exit", "register", "main", "run"]
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +62,11 @@ def register(subparsers: Any, hard_exit: bool = True) -> argparse.ArgumentParser
 
 def _hard_exit_run(args: argparse.Namespace) -> int:
     code = run(args)
-    _flush_and_exit(code)
+    flush_and_exit(code)
     return code  # pragma: no cover
 
 
-def _flush_and_exit(code: int) -> None:
+def flush_and_exit(code: int) -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -388,7 +388,7 @@ def main(argv: Sequence[str] | None = None, hard_exit: bool = True) -> int:
     args = parser.parse_args(argv)
     code = args.func(args)
     if hard_exit:
-        _flush_and_exit(code)
+        flush_and_exit(code)
     return code
 
 

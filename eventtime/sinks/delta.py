@@ -27,10 +27,10 @@ import pyarrow.compute as pc
 from ..core.trigger import DISCARDING, FINAL_ONLY
 from .delta_merge import insert_rust, insert_spark, merge_rows, merge_rust, merge_spark
 from .delta_write import DeltaSink, DeltaSinkError, WriteResult
-from .schema import LATE_META_SCHEMA, RECORD_SCHEMA, TS, _prepare_panes, _prepare_records
+from .schema import LATE_META_SCHEMA, RECORD_SCHEMA, TS, prepare_panes, prepare_records
 from .spark_delta import spark_has_delta, write_via_spark
 from .closed import WATERMARK_METADATA
-from .tables import _check_path, _same_table, _table_layout, compact, latest_panes, record_pipeline, snapshot_dataset
+from .tables import check_path, same_table, table_layout, compact, latest_panes, record_pipeline, snapshot_dataset
 
 __all__ = [
     "DeltaSinkError",
@@ -126,10 +126,10 @@ class DeltaLateSink(_PipelineRecorded):
         if isinstance(delays, bool):
             self.delays_path = self.path.rstrip("/") + "_delays" if delays else None
         elif isinstance(delays, (str, os.PathLike)):
-            self.delays_path = _check_path(delays)
+            self.delays_path = check_path(delays)
         else:
             raise TypeError(f"delays must be True, False or a table path, got {type(delays).__name__} {delays!r}")
-        if self.delays_path is not None and _same_table(self.delays_path, self.path):
+        if self.delays_path is not None and same_table(self.delays_path, self.path):
             raise ValueError(f"delays must be a table of its own, not the late table {self.path!r}")
         self._delays_sink: DeltaDelaySink | None = None
 
@@ -161,7 +161,7 @@ class DeltaLateSink(_PipelineRecorded):
         return pa.schema([*RECORD_SCHEMA, *keys]).empty_table()
 
     def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime, id_prefix: str = "") -> pa.Table:
-        return _prepare_records(table, self.pipeline, query_id, batch_id, now, id_prefix)
+        return prepare_records(table, self.pipeline, query_id, batch_id, now, id_prefix)
 
 
 class DeltaResultsSink(_PipelineRecorded):
@@ -229,7 +229,7 @@ class DeltaResultsSink(_PipelineRecorded):
         super().bind_route(spark, others)
         if columns is None or self.add_columns:
             return
-        layout = _table_layout(self.path, self.storage_options, self.spark if self.engine != "rust" else None)
+        layout = table_layout(self.path, self.storage_options, self.spark if self.engine != "rust" else None)
         if layout is None or not layout[0]:
             return
         new = [c for c in columns if c not in layout[0]]
@@ -258,7 +258,7 @@ class DeltaResultsSink(_PipelineRecorded):
         return None if schema is None else schema.empty_table()
 
     def _prepare(self, table: pa.Table, batch_id: int, query_id: str, now: _dt.datetime, id_prefix: str = "") -> pa.Table:
-        return _prepare_panes(table, self.pipeline, query_id, batch_id, now, self.key_columns)
+        return prepare_panes(table, self.pipeline, query_id, batch_id, now, self.key_columns)
 
     @property
     def writes_in_tasks(self) -> bool:

@@ -46,7 +46,7 @@ from .exactly_once import (FaultInjector, FaultPoint, RetryPolicy, SinkError, Wr
                            check_fault_injector, run_with_retries)
 from .schema import TABLE_COLUMNS
 from .spark_delta import active_session, append_via_spark, spark_has_delta
-from .tables import _check_name, _check_path, _check_writable, _same_table, check_table_columns, snapshot_dataset
+from .tables import check_name, check_path, check_writable, same_table, check_table_columns, snapshot_dataset
 
 __all__ = ["DeltaSinkError", "WriteResult", "DeltaSink"]
 
@@ -110,9 +110,9 @@ class DeltaSink(abc.ABC):
         now: Callable[[], _dt.datetime] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.path = _check_path(path)
-        _check_writable(self.path, type(self).__name__)
-        self.pipeline = _check_name("pipeline", pipeline)
+        self.path = check_path(path)
+        check_writable(self.path, type(self).__name__)
+        self.pipeline = check_name("pipeline", pipeline)
         if storage_options is not None and not isinstance(storage_options, Mapping):
             raise TypeError(f"storage_options must be a mapping of str to str, got {type(storage_options).__name__}")
         self.storage_options = dict(storage_options) if storage_options else None
@@ -175,14 +175,14 @@ class DeltaSink(abc.ABC):
         for other in others:
             other_path = getattr(other, "path", None)
             if (isinstance(other, DeltaSink) and other._kind != self._kind and isinstance(other_path, str)
-                    and _same_table(self.path, other_path)):
+                    and same_table(self.path, other_path)):
                 raise ValueError(
                     f"route: {type(self).__name__} and {type(other).__name__} both write to the Delta table at "
                     f"{self.path!r}: {self._what} and {other._what} are tables of different columns. "
                     f"Give each sink a path of its own (e.g. .../results and .../late)."
                 )
             if (isinstance(other, DeltaSink) and other._kind == self._kind and isinstance(other_path, str)
-                    and _same_table(self.path, other_path) and other.pipeline == self.pipeline):
+                    and same_table(self.path, other_path) and other.pipeline == self.pipeline):
                 raise ValueError(
                     f"route: two {type(self).__name__}s of pipeline {self.pipeline!r} write to the Delta table at "
                     f"{self.path!r}: they would commit each batch under the same app transaction, and the second "

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from ..ops.json_text import rows_json_array
 from ..ops.kafka_topics import KafkaTopicError, topic_partitions
 from .exactly_once import WriteResult, check_batch
-from .schema import _prepare_panes, _prepare_records
+from .schema import prepare_panes, prepare_records
 
 __all__ = ["KafkaSink", "MESSAGE_SCHEMA"]
 
@@ -123,9 +123,9 @@ class KafkaSink:
         """The batch's rows (panes, or records) as messages: ``key``, ``value``, ``headers``."""
         panes = "pane_timing" in table.column_names
         if panes:
-            rows = _prepare_panes(table, self.pipeline, query_id, batch_id, now, self.key_columns)
+            rows = prepare_panes(table, self.pipeline, query_id, batch_id, now, self.key_columns)
         else:
-            rows = _prepare_records(table, self.pipeline, query_id, batch_id, now, id_prefix)
+            rows = prepare_records(table, self.pipeline, query_id, batch_id, now, id_prefix)
         values = rows_json_array(pa.StructArray.from_arrays([c.combine_chunks() for c in rows.columns],
                                                             names=rows.column_names)) if rows.num_rows else \
             pa.array([], pa.string())

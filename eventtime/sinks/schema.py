@@ -16,7 +16,8 @@ import pyarrow.compute as pc
 
 from ..ops.json_text import keys_json
 
-__all__ = ["TS", "RECORD_SCHEMA", "LATE_META_SCHEMA", "PANE_META_SCHEMA", "PANE_REQUIRED", "TABLE_COLUMNS", "superseded"]
+__all__ = ["prepare_panes", "prepare_records", "TS", "RECORD_SCHEMA", "LATE_META_SCHEMA", "PANE_META_SCHEMA",
+           "PANE_REQUIRED", "TABLE_COLUMNS", "superseded"]
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -147,7 +148,7 @@ def _same(value, arrow_type: pa.DataType, n: int) -> pa.ChunkedArray:
     return pa.chunked_array([pa.repeat(pa.scalar(value, arrow_type), n)])
 
 
-def _prepare_records(table: pa.Table, pipeline: str, query_id: str, batch_id: int, detected_at: _dt.datetime,
+def prepare_records(table: pa.Table, pipeline: str, query_id: str, batch_id: int, detected_at: _dt.datetime,
                      id_prefix: str = "") -> pa.Table:
     if not isinstance(table, pa.Table):
         raise TypeError(f"table must be a pyarrow.Table, got {type(table).__name__}")
@@ -187,7 +188,7 @@ def _key_json(table: pa.Table, key_columns: Sequence[str]) -> pa.Array:
     return pa.array(keys_json(names, columns), pa.string())
 
 
-def _prepare_panes(
+def prepare_panes(
     table: pa.Table,
     pipeline: str,
     query_id: str,

@@ -13,11 +13,12 @@ from ..core.reconcile import CORRECTION
 from ..ops.paths import local_path
 from .closed import recorded_watermarks, with_closed
 
-__all__ = ["snapshot_dataset", "latest_panes", "compact", "check_table_columns", "PIPELINE_PROPERTY",
-           "record_pipeline", "recorded_pipelines"]
+__all__ = ["check_name", "check_path", "check_writable", "same_table", "table_layout", "snapshot_dataset",
+           "latest_panes", "compact", "check_table_columns", "PIPELINE_PROPERTY", "record_pipeline",
+           "recorded_pipelines"]
 
 
-def _check_path(path: object) -> str:
+def check_path(path: object) -> str:
     if isinstance(path, os.PathLike):
         path = os.fspath(path)
     if not isinstance(path, str):
@@ -39,7 +40,7 @@ def _delta_type_name(delta_type: Any) -> str:
     return name if isinstance(name, str) else str(delta_type)
 
 
-def _table_layout(path: str, storage_options: Mapping[str, str] | None, spark: Any = None):
+def table_layout(path: str, storage_options: Mapping[str, str] | None, spark: Any = None):
     """``(columns {name: Delta type}, partition columns)`` of the Delta table at ``path`` from
     its ``_delta_log``, or ``None`` when there is no Delta table there. Read with delta-rs; with
     a Spark session that has Delta, through Spark when delta-rs cannot open the table (a reader
@@ -86,7 +87,7 @@ def check_table_columns(
     write creates the table. The ``ValueError`` names the sink, the path, the table's columns
     and what to do; the same check runs for the delta-rs and the delta-spark write paths.
     """
-    layout = _table_layout(path, storage_options, spark)
+    layout = table_layout(path, storage_options, spark)
     if layout is None:
         return
     columns, partitions = layout
@@ -226,7 +227,7 @@ def latest_panes(
     """
     from deltalake import DeltaTable
 
-    path = _check_path(path)
+    path = check_path(path)
     dt = DeltaTable(path, storage_options=dict(storage_options) if storage_options else None)
     dataset = snapshot_dataset(dt)
     expr = None if pipeline is None else (pc.field("pipeline") == pipeline)
@@ -291,7 +292,7 @@ def compact(
     """
     from deltalake import DeltaTable
 
-    path = _check_path(path)
+    path = check_path(path)
     if target_size is not None and (isinstance(target_size, bool) or not isinstance(target_size, int) or target_size <= 0):
         raise ValueError(f"target_size must be a positive int of bytes, got {target_size!r}")
     if retention_hours is not None and (
@@ -312,7 +313,7 @@ def compact(
     return {"compact": metrics, "vacuumed": list(vacuumed)}
 
 
-def _check_writable(path: str, sink: str) -> None:
+def check_writable(path: str, sink: str) -> None:
     """Refuse, when the sink is made, a local table path that cannot be created or written.
 
     The check is a real one, and leaves nothing behind: the missing directories are made, a
@@ -363,7 +364,7 @@ def _check_writable(path: str, sink: str) -> None:
         raise ValueError(f"{sink}: the table path {path!r} cannot be written: {why}")
 
 
-def _check_name(name: str, value: object) -> str:
+def check_name(name: str, value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, got {type(value).__name__}")
     if not value.strip():
@@ -371,7 +372,7 @@ def _check_name(name: str, value: object) -> str:
     return value
 
 
-def _same_table(a: str, b: str) -> bool:
+def same_table(a: str, b: str) -> bool:
     la, lb = local_path(a), local_path(b)
     if la is not None and lb is not None:
         return os.path.realpath(la) == os.path.realpath(lb)

@@ -28,10 +28,10 @@ from ..core.window import WindowAssigner
 from .connect import require_classic
 from .extract import event_time_settings
 from .engine import ensure_engine
-from .output import _INTEGRAL, C_REC, MERGED_FROM, OUTPUT_FIXED, _agg_type, output_schema, pane_fields
+from .output import INTEGRAL_TYPES, C_REC, MERGED_FROM, OUTPUT_FIXED, agg_type, output_schema, pane_fields
 from .sql_aggregates import engine_aggregations, python_result, result_ddl
 
-__all__ = ["window_aggregate", "output_schema", "engine_spec"]
+__all__ = ["PIPELINE_META", "window_aggregate", "output_schema", "engine_spec"]
 
 # Version of the query's checkpoint layout; a checkpoint of another layout is refused on start.
 STATE_LAYOUT = 6
@@ -51,7 +51,7 @@ NUM_BUCKETS = 32
 STATE_FORMAT = {"layout": STATE_LAYOUT, "buckets": NUM_BUCKETS}
 # Local property through which the driver tells the map-side combine the batch's watermark.
 WATERMARK_PROPERTY = "eventtime.watermark"
-_META = "eventtime"
+PIPELINE_META = "eventtime"
 _TS_COLUMNS = ("window_start", "window_end", "event_time", "watermark")
 
 
@@ -111,7 +111,7 @@ def _check_columns(
             raise TypeError(f"partition_col {partition_col!r} must be a plain column (int, string, ...), got {dtype.simpleString()}")
     if offset_col is not None:
         dtype = need("offset_col", offset_col)
-        if not isinstance(dtype, _INTEGRAL):
+        if not isinstance(dtype, INTEGRAL_TYPES):
             raise TypeError(f"offset_col {offset_col!r} must be an integer column (the source offset), got {dtype.simpleString()}")
     if heartbeat_col is not None:
         dtype = need("heartbeat_col", heartbeat_col)
@@ -159,7 +159,7 @@ def engine_spec(
             {
                 **a,
                 "field": position[a["column"]] if a["column"] else -1,
-                "integral": isinstance(column_type(a), _INTEGRAL),
+                "integral": isinstance(column_type(a), INTEGRAL_TYPES),
                 "decimal": isinstance(column_type(a), T.DecimalType),
                 "scale": column_type(a).scale if isinstance(column_type(a), T.DecimalType) else 0,
             }
@@ -269,7 +269,7 @@ def window_aggregate(
             report_partly_late=report_partly_late,
         )
         key_fields = [T.StructField(k, schema[k].dataType) for k in keys]
-        types.update({a.name: _agg_type(a, schema) for a in engine_aggs if a.kind != SQL_AGGREGATE})
+        types.update({a.name: agg_type(a, schema) for a in engine_aggs if a.kind != SQL_AGGREGATE})
         out_schema = output_schema(key_fields, [f for a in engine_aggs for f in pane_fields(a, types[a.name], schema)])
         spec = engine_spec(config, record_type, out_schema, keys, bounded=not df.isStreaming,
                            event_time_column=settings.get("column"),
@@ -339,7 +339,7 @@ def window_aggregate(
                 agg, result_type = finish[field.name]
                 c = F.udf(python_result(agg), result_type)(c).alias(field.name)
             elif field.name == "kind":
-                c = c.alias("kind", metadata={_META: meta})
+                c = c.alias("kind", metadata={PIPELINE_META: meta})
             elif field.name in _TS_COLUMNS:
                 c = F.timestamp_millis(c).alias(field.name)
             else:

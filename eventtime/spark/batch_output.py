@@ -30,8 +30,8 @@ from typing import Any
 from ..core.kinds import INVALID_RECORD, LATE_RECORD, PANE, RECORD_KINDS
 from ..ops.faults import fault_point
 from .batch_tables import no_rows, stats_schema
-from .task_output import _COUNTS, _FILES, _ROWS, _SAMPLE, _STATS, RESULT_SCHEMA, SAMPLE_ROWS, SinkRows, TaskOutput, \
-    _Counts, _from_ipc
+from .task_output import COUNTS, FILES, ROWS, SAMPLE, STATS, RESULT_SCHEMA, SAMPLE_ROWS, SinkRows, TaskOutput, \
+    Counts, from_ipc
 
 __all__ = ["SAMPLE_ROWS", "BatchOutput", "run_in_tasks", "write_in_tasks", "commit_task_files", "write_on_driver"]
 
@@ -54,7 +54,7 @@ class BatchOutput:
 
     files: dict
     stats: Any
-    counts: _Counts
+    counts: Counts
     sample: Any
     sinks: list = dataclasses.field(default_factory=list)  # the sinks the indexes of ``files`` name
     frames: dict = dataclasses.field(default_factory=dict)  # sink index -> (DataFrame, rows): delta-spark's
@@ -88,20 +88,20 @@ def run_in_tasks(df, plan: TaskOutput) -> BatchOutput:
 
     rows = df.mapInArrow(plan, RESULT_SCHEMA).collect()
     files: dict = {}
-    counts = _Counts()
+    counts = Counts()
     stats, samples = [], []
     sent: dict = {index: [] for index in plan.sent}
     for row in rows:
-        if row.part == _COUNTS:
-            counts.merge(_Counts(**json.loads(row.data)))
-        elif row.part == _FILES:
+        if row.part == COUNTS:
+            counts.merge(Counts(**json.loads(row.data)))
+        elif row.part == FILES:
             files.setdefault(row.sink, []).extend(json.loads(row.data))
-        elif row.part == _STATS:
-            stats.append(_from_ipc(row.data))
-        elif row.part == _SAMPLE:
-            samples.append(_from_ipc(row.data))
-        elif row.part == _ROWS:
-            sent[row.sink].append(_from_ipc(row.data))
+        elif row.part == STATS:
+            stats.append(from_ipc(row.data))
+        elif row.part == SAMPLE:
+            samples.append(from_ipc(row.data))
+        elif row.part == ROWS:
+            sent[row.sink].append(from_ipc(row.data))
     stats_table = pa.concat_tables(stats, promote_options="permissive") if stats else stats_schema().empty_table()
     sample = pa.concat_tables(samples, promote_options="permissive") if samples else \
         pa.table({"kind": pa.array([], pa.string()), "reason": pa.array([], pa.string())})

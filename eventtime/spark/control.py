@@ -21,12 +21,12 @@ import os
 import tempfile
 import uuid
 
-__all__ = ["CONTROL_FORMAT", "control_stream", "raise_end_of_input"]
+__all__ = ["read_signal", "write_signal", "CONTROL_FORMAT", "control_stream", "raise_end_of_input"]
 
 CONTROL_FORMAT = "eventtime.jvm.ControlSource"
 
 
-def _signal(path: str) -> int:
+def read_signal(path: str) -> int:
     try:
         with open(path, encoding="utf-8") as handle:
             return int(handle.read().strip() or 0)
@@ -54,4 +54,4 @@ def write_signal(path: str, value: int) -> None:
 
 def raise_end_of_input(path: str) -> None:
     """Make the control stream deliver one more end-of-input row."""
-    write_signal(path, _signal(path) + 1)
+    write_signal(path, read_signal(path) + 1)

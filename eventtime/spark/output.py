@@ -12,7 +12,7 @@ from ..core import aggregations as _agg
 from ..core.aggregations import Aggregation
 from ..core.kinds import COUNT, MEAN, SUM
 
-__all__ = ["OUTPUT_FIXED", "MERGED_FROM", "C_REC", "output_schema", "pane_fields"]
+__all__ = ["INTEGRAL_TYPES", "agg_type", "OUTPUT_FIXED", "MERGED_FROM", "C_REC", "output_schema", "pane_fields"]
 
 # Output columns besides the key and aggregation columns, in order, with Spark DDL types.
 OUTPUT_FIXED = [
@@ -40,17 +40,17 @@ OUTPUT_FIXED = [
 MERGED_FROM = "merged_from"
 # The user's row as one struct, beside the output: the payload of late / invalid records.
 C_REC = "et__rec"
-_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+INTEGRAL_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
 
-def _agg_type(agg: Aggregation, schema: T.StructType) -> T.DataType:
+def agg_type(agg: Aggregation, schema: T.StructType) -> T.DataType:
     if agg.kind == COUNT:
         return T.LongType()
     source = schema[agg.column].dataType
     if agg.kind == SUM:
         if isinstance(source, T.DecimalType):  # Spark's own rule for sum(decimal(p, s))
             return T.DecimalType(min(38, source.precision + 10), source.scale)
-        return T.LongType() if isinstance(source, _INTEGRAL) else T.DoubleType()
+        return T.LongType() if isinstance(source, INTEGRAL_TYPES) else T.DoubleType()
     if agg.kind == MEAN:
         return T.DoubleType()
     return source
@@ -63,7 +63,7 @@ def pane_fields(agg: Aggregation, result: T.DataType, schema: T.StructType) -> l
     extra = agg.accumulator_columns()
     if agg.kind == MEAN:
         total, n = extra
-        return [T.StructField(agg.name, result), T.StructField(total, _agg_type(_agg.sum(agg.column), schema)),
+        return [T.StructField(agg.name, result), T.StructField(total, agg_type(_agg.sum(agg.column), schema)),
                 T.StructField(n, T.LongType())]
     extra_type = T.BinaryType() if agg.mergeable else T.LongType()
     return [T.StructField(agg.name, result), *(T.StructField(name, extra_type) for name in extra)]

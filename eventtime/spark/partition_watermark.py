@@ -21,7 +21,7 @@ from typing import Any, Mapping, Optional
 
 from ..core.watermark import PartitionClocks, WatermarkPolicy, WatermarkStep
 from .checkpoint_files import batch_offsets
-from .control import _signal, write_signal
+from .control import read_signal, write_signal
 
 __all__ = ["PartitionWatermarkDriver"]
 
@@ -49,7 +49,7 @@ class PartitionWatermarkDriver:
         # kept beside the checkpoint (written before the signal, so it is never behind it) and
         # the signal file starts from it.
         self._ticks = self._read_ticks()
-        if tick_signal and self._ticks > _signal(tick_signal):
+        if tick_signal and self._ticks > read_signal(tick_signal):
             write_signal(tick_signal, self._ticks)
 
     def _read_ticks(self) -> int:

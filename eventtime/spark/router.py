@@ -32,7 +32,7 @@ from ..core.watermark import running_max_ms
 from ..ops.faults import fault_point
 from ..ops.monitor import progress_line
 from ..ops.paths import local_path
-from .aggregate import _META, MERGED_FROM, STATE_FORMAT, WATERMARK_PROPERTY
+from .aggregate import PIPELINE_META, MERGED_FROM, STATE_FORMAT, WATERMARK_PROPERTY
 from .batch_tables import OPERATOR, BatchCounter, collect, collector, delay_table, split
 from .checkpoint_files import batch_offsets, checkpoint_query_id
 from .connect import require_classic
@@ -49,7 +49,7 @@ log = logging.getLogger("eventtime.spark")
 def _engine_meta(out: DataFrame) -> dict:
     if "kind" not in out.columns:
         raise ValueError("route() expects the output of eventtime.window_aggregate(...)")
-    meta = out.schema["kind"].metadata.get(_META)
+    meta = out.schema["kind"].metadata.get(PIPELINE_META)
     if meta is None:
         raise ValueError("route() expects the output of eventtime.window_aggregate(...) (no engine metadata on 'kind')")
     return json.loads(meta)

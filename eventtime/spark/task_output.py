@@ -22,14 +22,15 @@ from typing import Any, Iterator, Optional
 from ..core.kinds import INVALID_RECORD, LATE_RECORD, PANE
 from .batch_tables import split, timestamp_ms
 
-__all__ = ["SAMPLE_ROWS", "RESULT_SCHEMA", "TaskOutput", "SinkRows"]
+__all__ = ["COUNTS", "FILES", "ROWS", "SAMPLE", "STATS", "from_ipc", "SAMPLE_ROWS", "RESULT_SCHEMA", "TaskOutput",
+           "SinkRows"]
 
 #: Late or invalid records of one kind and reason that each task sends the alerter as samples.
 SAMPLE_ROWS = 20
 #: What each task returns: its files, statistics, counts and samples, a few rows.
 RESULT_SCHEMA = "part string, sink int, data binary"
 
-_FILES, _STATS, _COUNTS, _SAMPLE, _ROWS = "files", "stats", "counts", "sample", "rows"
+FILES, STATS, COUNTS, SAMPLE, ROWS = "files", "stats", "counts", "sample", "rows"
 
 
 def _ipc(table) -> bytes:
@@ -41,7 +42,7 @@ def _ipc(table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _from_ipc(data: bytes):
+def from_ipc(data: bytes):
     import pyarrow as pa
 
     return pa.ipc.open_stream(data).read_all()
@@ -64,7 +65,7 @@ def _task_name() -> str:
 
 
 @dataclasses.dataclass
-class _Counts:
+class Counts:
     """One task's (or, merged, the batch's) counts of its rows by kind and reason."""
 
     panes: int = 0
@@ -93,7 +94,7 @@ class _Counts:
             mine = entry["max_lateness_ms"]
             entry["max_lateness_ms"] = max_lateness_ms if mine is None else max(mine, max_lateness_ms)
 
-    def merge(self, other: "_Counts") -> None:
+    def merge(self, other: "Counts") -> None:
         self.panes += other.panes
         self.watermark(other.watermark_ms)
         if other.pane_watermark_ms is not None:
@@ -130,7 +131,7 @@ class TaskOutput:
         task = _task_name()
         writers: dict = {}
         kept: dict = {}  # the rows of the sinks in ``sent``
-        counts = _Counts()
+        counts = Counts()
         stats, samples = [], {}
 
         def write(index: Optional[int], rows) -> None:
@@ -170,15 +171,15 @@ class TaskOutput:
             if stats_rows.num_rows:
                 counts.watermark(_max_ms(stats_rows.column("watermark")))
                 stats.append(stats_rows)
-        out = [(_COUNTS, -1, json.dumps(dataclasses.asdict(counts)).encode())]
+        out = [(COUNTS, -1, json.dumps(dataclasses.asdict(counts)).encode())]
         for index, writer in writers.items():
-            out.append((_FILES, index, json.dumps(writer.close()).encode()))
+            out.append((FILES, index, json.dumps(writer.close()).encode()))
         for index, tables in kept.items():
-            out.append((_ROWS, index, _ipc(pa.concat_tables(tables))))
+            out.append((ROWS, index, _ipc(pa.concat_tables(tables))))
         if stats:
-            out.append((_STATS, -1, _ipc(pa.concat_tables(stats))))
+            out.append((STATS, -1, _ipc(pa.concat_tables(stats))))
         for table in samples.values():
-            out.append((_SAMPLE, -1, _ipc(table)))
+            out.append((SAMPLE, -1, _ipc(table)))
         yield pa.RecordBatch.from_pylist([{"part": p, "sink": s, "data": d} for p, s, d in out],
                                          schema=pa.schema([("part", pa.string()), ("sink", pa.int32()),
                                                            ("data", pa.binary())]))

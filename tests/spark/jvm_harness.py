@@ -22,7 +22,7 @@ from eventtime.core.trigger import END_OF_INPUT_MS, next_watermark
 from eventtime.core.watermark import PartitionClocks
 from eventtime.harness.scenario import Scenario, parse_scenario
 from eventtime.spark.aggregate import CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, engine_spec
-from eventtime.spark.output import _agg_type, output_schema, pane_fields
+from eventtime.spark.output import agg_type, output_schema, pane_fields
 
 
 def _sql_type(spark, agg, record: T.StructType) -> T.DataType:
@@ -46,7 +46,7 @@ class JvmReplay:
         ])
         self.aggs = tuple(a if a.column is None else dataclasses.replace(a, column="value") for a in cfg.aggregations)
         out = output_schema([record["key"]], [f for a in self.aggs for f in pane_fields(
-            a, _sql_type(spark, a, record) if a.kind == SQL_AGGREGATE else _agg_type(a, record), record)])
+            a, _sql_type(spark, a, record) if a.kind == SQL_AGGREGATE else agg_type(a, record), record)])
         spec = engine_spec(dataclasses.replace(cfg, aggregations=self.aggs), record, out, ["key"], bounded=False)
         self.engine = spark._jvm.eventtime.jvm.InProcess(json.dumps(spec))
         self.watermark = 0

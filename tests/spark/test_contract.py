@@ -75,3 +75,25 @@ def test_the_operator_finds_every_output_column_where_python_puts_it(spark):
     assert positions.pop("width") == len(names)
     assert {p: positions.pop(p) for p in pane} == {p: names.index(column) for p, column in pane.items()}
     assert positions == {name: names.index(name) for name in names if name not in ("kind", "k", *pane.values())}
+
+
+@pytest.mark.parametrize("bound_ms", [0, 1, 10_000, 86_400_000])
+def test_the_running_maximum_is_one_rule_in_both_languages(spark, bound_ms):
+    """``W + B`` (the largest valid event time of the batches before, which the delay histograms
+    measure behind): Spec.runningMax and core/watermark.py's running_max_ms, at the edges (no
+    watermark yet, the first ms, the end of input and just before it)."""
+    import datetime as dt
+
+    from pyspark.sql import types as T
+
+    from eventtime.core.config import EngineConfig
+    from eventtime.spark.aggregate import engine_spec, output_schema
+
+    config = EngineConfig(eventtime.Tumbling("1 minute"), (eventtime.count(),),
+                          max_out_of_orderness_ms=dt.timedelta(milliseconds=bound_ms))
+    record = T.StructType([T.StructField("k", T.StringType())])
+    out = output_schema([record["k"]], [T.StructField("count", T.LongType())])
+    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(engine_spec(config, record, out, ["k"], bounded=False)))
+    end = LONGS["END_OF_INPUT_MS"]
+    for w in (-1, 0, 1, 59_999, 1_700_000_000_000, end - 1, end):
+        assert spec.runningMax(w) == watermark.running_max_ms(w, bound_ms), w

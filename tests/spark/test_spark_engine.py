@@ -196,7 +196,7 @@ def test_the_map_side_table_folds_as_accumulators_kept_apart(spark, numeric, tex
 
     from eventtime.core.config import EngineConfig
     from eventtime.spark.aggregate import engine_spec
-    from eventtime.spark.output import _agg_type, output_schema, pane_fields
+    from eventtime.spark.output import agg_type, output_schema, pane_fields
 
     fields = {"n": T.LongType(), "x": T.DoubleType(), "dec": T.DecimalType(12, 2)}
     record = T.StructType([T.StructField("key", T.StringType() if text else T.LongType()),
@@ -205,7 +205,7 @@ def test_the_map_side_table_folds_as_accumulators_kept_apart(spark, numeric, tex
     if not numeric:
         aggregations += [eventtime.min("x"), eventtime.last("n"), eventtime.sum("dec")]
     config = EngineConfig(eventtime.Tumbling(60_000), aggregations=aggregations)
-    columns = [f for a in aggregations for f in pane_fields(a, _agg_type(a, record), record)]
+    columns = [f for a in aggregations for f in pane_fields(a, agg_type(a, record), record)]
     spec = spark._jvm.eventtime.jvm.Spec(json.dumps(engine_spec(
         config, record, output_schema([record["key"]], columns), ["key"], bounded=False)))
     differ, entries = spark._jvm.eventtime.jvm.InProcess.partialsCheck(spec, 43, 60_000, 800, text)

@@ -15,7 +15,7 @@ from pyspark.sql import types as T
 
 from eventtime import Tumbling, count, first, min, sum
 from eventtime.core.config import EngineConfig
-from eventtime.spark.aggregate import _agg_type, engine_spec, ensure_engine, output_schema
+from eventtime.spark.aggregate import agg_type, engine_spec, ensure_engine, output_schema
 
 pytestmark = pytest.mark.spark
 
@@ -38,7 +38,7 @@ def jvm_spec(spark):
     aggs = (count(), sum("x"), sum("n"), min("s"), first("s"))
     window = Tumbling("1 minute")
     config = EngineConfig(window, aggs)
-    out = output_schema([record["key"]], [T.StructField(a.name, _agg_type(a, record)) for a in aggs])
+    out = output_schema([record["key"]], [T.StructField(a.name, agg_type(a, record)) for a in aggs])
     spec = engine_spec(config, record, out, ["key"], bounded=False)
     return spark._jvm, spark._jvm.eventtime.jvm.Spec(json.dumps(spec))
 

@@ -47,8 +47,11 @@ def spark():
     minor = ".".join(pyspark.__version__.split(".")[:2])
     have = {name: minor in by_minor and connector_jars(name, pyspark.__version__) is not None
             for name, by_minor in CONNECTORS.items()}
+    from eventtime.spark.engine import engine_jar
+    from jvm import engine_test_jar
+
     session = local_session(master="local[2]", app_name="eventtime-tests", shuffle_partitions=2,
-                            kafka=have["kafka"], delta=have["delta"])
+                            kafka=have["kafka"], delta=have["delta"], extra_jars=[engine_test_jar(engine_jar())])
     yield session
     session.stop()
 

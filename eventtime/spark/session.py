@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Optional
+from typing import Optional, Sequence
 
 __all__ = ["local_session", "ROCKSDB_PROVIDER", "ENGINE_CONF"]
 
@@ -41,6 +41,7 @@ def local_session(
     extra_conf: Optional[dict] = None,
     kafka: bool = False,
     delta: bool = False,
+    extra_jars: Sequence[str] = (),
 ):
     """Build (or get) a SparkSession for eventtime.
 
@@ -51,6 +52,7 @@ def local_session(
     missing, or not served for this Spark version, is refused before the session starts, with
     what to install. A ``spark://`` master that accepts no connection is refused before the
     session starts (:class:`eventtime.spark.cluster.MasterUnreachableError`, naming the URL).
+    ``extra_jars``: more jars on the same class path (your own UDFs' or data sources').
 
     Sets the RocksDB state store provider (required by ``transformWithState``), a small
     number of shuffle partitions, the UTC session time zone, and ``PYSPARK_PYTHON`` to the
@@ -113,7 +115,7 @@ def local_session(
                 builder.config("spark.databricks.delta.snapshotPartitions", str(shuffle_partitions))
                 .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", str(shuffle_partitions))
             )
-    builder = builder.config("spark.jars", ",".join(jars))
+    builder = builder.config("spark.jars", ",".join([*jars, *extra_jars]))
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Optional, Sequence
 
+from ..core.watermark import GLOBAL, PER_PARTITION
 from ..harness.scenario import ScenarioError, load_scenario, run_reference
 
 
@@ -79,7 +80,7 @@ def build_parser(hard_exit: bool = True) -> argparse.ArgumentParser:
     demo.add_argument("--batches", type=_positive("--batches"), default=20, help="micro-batches (default: 20)")
     demo.add_argument("--fresh-start", action="store_true",
                       help="discard the checkpoint and tables of an earlier run in --output and start over")
-    demo.add_argument("--watermark", choices=("global", "per_partition"), default="global",
+    demo.add_argument("--watermark", choices=(GLOBAL, PER_PARTITION), default=GLOBAL,
                       help="how the watermark moves: the global maximum (default) or per source partition")
     demo.add_argument("--source", choices=("files", "kafka"), default="files",
                       help="read the stream from JSON files (default) or from a local Kafka broker started for the "

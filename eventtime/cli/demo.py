@@ -37,6 +37,7 @@ from typing import Any, Callable, Optional, TextIO
 
 from ..core.config import EngineConfig
 from ..core.kinds import LATE_RECORD, RECORD_KINDS
+from ..core.watermark import GLOBAL, PER_PARTITION
 from ..core.window import Calendar, Session, Tumbling
 from ..harness.conservation import ConservationReport, conservation
 from .demo_data import DEMO_SCHEMA_DDL, DemoStream, late_by_partition, write_stream
@@ -100,7 +101,7 @@ def _prepare_input(stream: DemoStream, directory: str) -> int:
     return data_rows
 
 
-def _routed(source, config: EngineConfig, window, tables: str, pipeline: str, alerter=None, watermark: str = "global"):
+def _routed(source, config: EngineConfig, window, tables: str, pipeline: str, alerter=None, watermark: str = GLOBAL):
     """source → quarantine → ``window`` per user → router, panes and records into Delta
     tables under ``tables`` (``results`` and ``late``)."""
     from ..sinks import DeltaLateSink, DeltaResultsSink
@@ -125,7 +126,7 @@ def _routed(source, config: EngineConfig, window, tables: str, pipeline: str, al
     )
 
 
-def demo_pipeline(spark, stream: DemoStream, directory: str, alerter=None, watermark: str = "global",
+def demo_pipeline(spark, stream: DemoStream, directory: str, alerter=None, watermark: str = GLOBAL,
                   bootstrap_servers: Optional[str] = None):
     """Build the demo's streaming query (not started): source → quarantine → windows → router.
     The source is ``DIR/input`` (one file per micro-batch), or with ``bootstrap_servers`` the
@@ -218,7 +219,7 @@ def run_demo(
     timeout_s: float = 900.0,
     fresh_start: bool = False,
     bounded_jobs: bool = True,
-    watermark: str = "global",
+    watermark: str = GLOBAL,
     source: str = "files",
 ) -> ConservationReport:
     """Run the demo into ``output``; returns the conservation report (it must hold).
@@ -361,11 +362,11 @@ def _summary(stream: DemoStream, output: str, data_rows: int, watermark: str, sa
     config = _config(stream)
     report = conservation(data_rows, panes, late, KEYS, config.window, config.accumulation, config.emit)
     say(f"  {report.describe()}")
-    if watermark == "per_partition":
+    if watermark == PER_PARTITION:
         lagging = stream.lagging_partition
         is_late = late["kind"] == LATE_RECORD
         here = int((is_late & (late["partition"].astype(str) == str(lagging))).sum())
-        before = late_by_partition(_config(stream), os.path.join(output, "input"), "global")
+        before = late_by_partition(_config(stream), os.path.join(output, "input"), GLOBAL)
         say(f"  per-partition watermark: {int(is_late.sum())} late record(s), {here} on the lagging partition "
             f"{lagging}; the global watermark makes {sum(before.values())} late on the same batches, "
             f"{before.get(lagging, 0)} on partition {lagging} (reference model): {before.get(lagging, 0) - here} "

@@ -13,6 +13,8 @@ import json
 import time
 from typing import Any, Callable, Optional
 
+from ..core.watermark import PER_PARTITION
+
 from .demo_data import DemoStream
 
 __all__ = ["run_query", "run_kafka_query", "DemoError", "PIPELINE", "KAFKA_TOPIC", "KAFKA_PARTITIONS",
@@ -149,7 +151,7 @@ def run_kafka_query(make_router: Callable[[], Any], kafka, stream: DemoStream, c
     Returns (micro-batches run, records produced)."""
     deadline = time.monotonic() + timeout_s
     micro_batches = list(stream.micro_batches())
-    triggers = ({"availableNow": True}, {"once": True}) if watermark == "per_partition" else ({"availableNow": True},)
+    triggers = ({"availableNow": True}, {"once": True}) if watermark == PER_PARTITION else ({"availableNow": True},)
     ran = produced = 0
     log_file = open(produced_log, "w", encoding="utf-8")
     try:

@@ -14,6 +14,7 @@ from ..core.kinds import LATE_RECORD, RECORD_KINDS
 from ..core.timestamps import ENRICHMENT_FAILED, MALFORMED_RECORD, TOO_LATE
 from ..core._duration import human_ms
 from ..core.kinds import ENRICHMENT_FAILURE_REASONS
+from ..core.watermark import PER_PARTITION
 from .failures import describe_failure
 from .monitor import LAG, BatchStats, PartitionFinding
 
@@ -207,7 +208,7 @@ def lag_cost(watermark_mode: str, lag_ms: int) -> str:
     >>> lag_cost("per_partition", 5_400_000)
     'per-partition watermarks: its records are not late for it, the watermark waits for it, so every window fires about 1 h 30 min later (unless it goes idle)'
     """
-    if watermark_mode == "per_partition":
+    if watermark_mode == PER_PARTITION:
         return (f"per-partition watermarks: its records are not late for it, the watermark waits for it, so every "
                 f"window fires about {human_ms(lag_ms)} later (unless it goes idle)")
     return ("the global watermark follows the fastest partitions: its records whose windows end more than the allowed "

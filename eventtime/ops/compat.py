@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 
 from ..core.config import EngineConfig
 from ..core.kinds import SQL_AGGREGATE
+from ..core.window import Session
 
 __all__ = ["IncompatibleRestartError", "CheckpointMissingError", "state_fingerprint", "changed_fields", "check_and_store"]
 
@@ -79,7 +80,7 @@ def _keeps_state(layout: int, fingerprint: dict) -> bool:
     """Whether a checkpoint of this fingerprint holds the same state bytes before and after ``layout``."""
     if layout == 6:
         # (a Python aggregation runs on the engine as a Spark SQL one: its kind here is sql)
-        return fingerprint["window"]["type"] == "session" or all(a[0] != SQL_AGGREGATE for a in fingerprint["aggregations"])
+        return fingerprint["window"]["type"] == Session.TYPE or all(a[0] != SQL_AGGREGATE for a in fingerprint["aggregations"])
     return False
 
 

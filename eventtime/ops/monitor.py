@@ -31,6 +31,7 @@ from typing import Callable, Mapping, Optional
 
 from ..core._duration import human_ms
 from ..core._duration import to_ms as _duration_ms
+from ..core.watermark import GLOBAL, PER_PARTITION
 
 __all__ = [
     "BatchStats",
@@ -126,7 +127,7 @@ class BatchStats:
     #: How the watermark moves: ``"global"`` (the largest event time of all partitions minus
     #: B: a lagging partition's records turn late) or ``"per_partition"`` (the slowest active
     #: partition's: a lagging partition holds every window back instead).
-    watermark_mode: str = "global"
+    watermark_mode: str = GLOBAL
     #: When the batch's records were written by Spark's tasks (the alerter then gets a sample of
     #: them): per ``"kind/reason"``, the batch's ``count``, the ``partitions`` they came from and
     #: their ``max_lateness_ms``.
@@ -139,7 +140,7 @@ class BatchStats:
         _check_int("late", self.late)
         _check_int("invalid", self.invalid)
         _check_int("watermark_ms", self.watermark_ms, optional=True, minimum=None)
-        if self.watermark_mode not in ("global", "per_partition"):
+        if self.watermark_mode not in (GLOBAL, PER_PARTITION):
             raise ValueError(f"watermark_mode must be 'global' or 'per_partition', got {self.watermark_mode!r}")
         if not isinstance(self.partitions, Mapping):
             raise TypeError(

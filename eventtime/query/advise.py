@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, replace
 from itertools import accumulate
 from typing import Mapping, Optional, Sequence
 
+from ..core.kinds import LATE_RECORD
+
 
 __all__ = ["DEFAULT_TARGETS", "DOMINANT_SHARE", "delay_bin", "bin_bounds", "needed_ms", "round_up_ms", "Choice",
            "PartitionShare", "Lagging", "Advice", "advise", "advise_counts"]
@@ -273,7 +275,7 @@ def _read(path, storage_options: Optional[Mapping[str, str]], pipeline: Optional
 
     opts = dict(storage_options or {})
     dataset = snapshot_dataset(open_late_table(path, opts) if late else DeltaTable(os.fspath(path), storage_options=opts))
-    keep = ds.field("kind") == "late" if late else None
+    keep = ds.field("kind") == LATE_RECORD if late else None
     if pipeline is not None and "pipeline" in dataset.schema.names:
         keep = ds.field("pipeline") == pipeline if keep is None else keep & (ds.field("pipeline") == pipeline)
     table = dataset.to_table(columns=[c for c in columns if c in dataset.schema.names], filter=keep)

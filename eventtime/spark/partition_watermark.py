@@ -19,7 +19,7 @@ import json
 import os
 from typing import Any, Mapping, Optional
 
-from ..core.watermark import PartitionClocks, WatermarkPolicy, WatermarkStep
+from ..core.watermark import PER_PARTITION, PartitionClocks, WatermarkPolicy, WatermarkStep
 from .checkpoint_files import batch_offsets
 from .control import read_signal, write_signal
 
@@ -127,4 +127,4 @@ class PartitionWatermarkDriver:
         return dataclasses.replace(
             stats, watermark_ms=step.watermark_ms, idle_partitions=tuple(sorted(map(str, self._clocks.idle))),
             became_idle=tuple(map(str, step.became_idle)), became_active=tuple(map(str, step.became_active)),
-            holdback_ms=step.holdback_ms, watermark_mode="per_partition")
+            holdback_ms=step.holdback_ms, watermark_mode=PER_PARTITION)

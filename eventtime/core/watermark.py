@@ -42,6 +42,10 @@ class WatermarkPolicy:
 
     mode: str = GLOBAL
     idle_timeout_ms: Any = None
+    #: Per-partition only: the partitions the source will deliver (e.g. a Kafka topic's). Each
+    #: holds the watermark back from the query's first batch until it delivers a record, or
+    #: until ``idle_timeout`` has passed without one (Flink's per-split watermarks).
+    source_partitions: Any = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.mode, str):
@@ -57,25 +61,37 @@ class WatermarkPolicy:
             if idle <= 0:
                 raise ValueError(f"idle_timeout must be > 0, got {idle} ms")
             object.__setattr__(self, "idle_timeout_ms", idle)
+        if isinstance(self.source_partitions, (str, bytes)) or not isinstance(self.source_partitions, (list, tuple, set, frozenset, range)):
+            raise TypeError(f"source_partitions must be a list of partition names, got {type(self.source_partitions).__name__} "
+                            f"{self.source_partitions!r}")
+        if self.source_partitions:
+            if self.mode != PER_PARTITION or self.idle_timeout_ms is None:
+                raise ValueError(
+                    f"source_partitions={list(self.source_partitions)!r} needs watermark='per_partition' and an idle_timeout (a listed "
+                    f"partition that never delivers would otherwise hold every window back for ever); got "
+                    f"watermark={self.mode!r}, idle_timeout={self.idle_timeout_ms!r}")
+        object.__setattr__(self, "source_partitions", tuple(sorted({_text(p) for p in self.source_partitions})))
 
     @property
     def per_partition(self) -> bool:
         return self.mode == PER_PARTITION
 
     def to_dict(self) -> dict:
-        return {"mode": self.mode, "idle_timeout_ms": self.idle_timeout_ms}
+        data = {"mode": self.mode, "idle_timeout_ms": self.idle_timeout_ms}
+        return {**data, "source_partitions": list(self.source_partitions)} if self.source_partitions else data
 
     @classmethod
     def from_dict(cls, data: Any) -> "WatermarkPolicy":
         """The policy of a :meth:`to_dict` object (``None``: the default, global).
 
         >>> WatermarkPolicy.from_dict({"mode": "per_partition", "idle_timeout_ms": 60000})
-        WatermarkPolicy(mode='per_partition', idle_timeout_ms=60000)
+        WatermarkPolicy(mode='per_partition', idle_timeout_ms=60000, source_partitions=())
         """
         if data is None:
             return cls()
-        spec_fields(data, "watermark", optional=("mode", "idle_timeout_ms"))
-        return cls(data.get("mode", GLOBAL), idle_timeout_ms=spec_ms(data, "idle_timeout_ms", "watermark", None))
+        spec_fields(data, "watermark", optional=("mode", "idle_timeout_ms", "source_partitions"))
+        return cls(data.get("mode", GLOBAL), idle_timeout_ms=spec_ms(data, "idle_timeout_ms", "watermark", None),
+                   source_partitions=data.get("source_partitions", ()))
 
 
 def running_max_ms(watermark_ms: int, max_out_of_orderness_ms: int) -> Optional[int]:
@@ -117,11 +133,14 @@ class PartitionClocks:
         self.max_ms: dict[Any, int] = {}
         self.seen_ms: dict[Any, int] = {}
         self.idle: set = set()
+        self.started_ms: Optional[int] = None  # the first batch's processing time
 
     def advance(self, watermark_ms: Optional[int], batch_max_ms: Mapping[Any, Optional[int]], now_ms: int) -> WatermarkStep:
         """``W' = max(W, min over active p of (max_p - B))``, floored at 0; with no active
         partition ``W`` does not move. ``batch_max_ms``: each partition's largest valid event
         time in this batch (``None``: only invalid records, which never count)."""
+        if self.started_ms is None:
+            self.started_ms = now_ms
         for p, ms in batch_max_ms.items():
             if ms is None:
                 continue
@@ -134,7 +153,7 @@ class PartitionClocks:
         self.idle = idle
         active = [self.max_ms[p] for p in self.max_ms if p not in idle]
         new = watermark_ms
-        if active:
+        if active and not self.waiting(now_ms):
             candidate = max(0, min(active) - self.max_out_of_orderness_ms)
             new = candidate if watermark_ms is None else max(watermark_ms, candidate)
         holdback = None
@@ -142,11 +161,20 @@ class PartitionClocks:
             holdback = max(self.max_ms.values()) - new
         return WatermarkStep(new, became_idle, became_active, holdback)
 
+    def waiting(self, now_ms: int) -> tuple:
+        """The listed partitions (``policy.source_partitions``) that hold the watermark back at ``now_ms``:
+        no record of theirs yet, and ``idle_timeout`` not passed since the first batch."""
+        if not self.policy.source_partitions or self.started_ms is None or now_ms - self.started_ms >= self.policy.idle_timeout_ms:
+            return ()
+        delivered = {_text(p) for p in self.max_ms}
+        return tuple(p for p in self.policy.source_partitions if p not in delivered)
+
     def to_json(self) -> dict:
         """The state as JSON (partition names as text: the Spark engine's partitions are text)."""
         return {
             "partitions": {_text(p): [self.max_ms[p], self.seen_ms[p]] for p in self.max_ms},
             "idle": sorted(_text(p) for p in self.idle),
+            "started_ms": self.started_ms,
         }
 
     @classmethod
@@ -157,6 +185,7 @@ class PartitionClocks:
             clocks.max_ms[p] = int(max_ms)
             clocks.seen_ms[p] = int(seen_ms)
         clocks.idle = {None if name == _NULL else name for name in data.get("idle", [])}
+        clocks.started_ms = data.get("started_ms")
         return clocks
 
 

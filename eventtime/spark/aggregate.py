@@ -182,6 +182,7 @@ def window_aggregate(
     idle_timeout: Any = None,
     report_partly_late: bool = False,
     split_invalid: bool = False,
+    source_partitions: Sequence[Any] = (),
 ) -> Callable[[DataFrame], DataFrame]:
     """A ``DataFrame.transform`` step: event-time windows per ``keys`` with allowed lateness.
 
@@ -199,6 +200,11 @@ def window_aggregate(
     >>> out = events.transform(window_aggregate(keys=["user_id"], window=Tumbling("1 minute"),
     ...     partition_col="partition", watermark="per_partition", idle_timeout="1 minute"))  # doctest: +SKIP
 
+    ``source_partitions`` (e.g. ``range(4)`` for a 4-partition Kafka topic) names the partitions
+    the source will deliver: one that has not delivered a record yet holds the watermark back
+    from the first batch until it does, or until ``idle_timeout`` passes (Flink's per-split
+    watermarks), so its first records are not late at once.
+
     ``report_partly_late=True`` also sends a record that is too late for some of its sliding
     windows (and added to the others) to the late output, reason ``partly_late``, with the span
     of the windows it missed, so that ``eventtime late reconcile`` corrects those too.
@@ -214,7 +220,7 @@ def window_aggregate(
         (_agg.count(),) if aggregations is None else aggregations
     )
     lateness_ms = to_ms(allowed_lateness, "allowed_lateness")
-    policy = WatermarkPolicy(watermark, idle_timeout_ms=idle_timeout)
+    policy = WatermarkPolicy(watermark, idle_timeout_ms=idle_timeout, source_partitions=source_partitions)
     if policy.per_partition and partition_col is None:
         raise ValueError(
             "watermark='per_partition' needs partition_col: the column that names each record's source partition "

@@ -137,6 +137,7 @@ class ReplayRunner:
                 heartbeat_col="hb",
                 watermark=cfg.watermark.mode,
                 idle_timeout=cfg.watermark.idle_timeout_ms,
+                source_partitions=cfg.watermark.source_partitions,
             )
         )
         return route(out, panes=self._capture_panes, late=self._capture_records, pipeline="replay_" + uuid.uuid4().hex[:8])

@@ -70,7 +70,8 @@ def test_the_state_survives_json_with_null_and_numeric_partitions():
     c.advance(None, {None: 7_000, 3: 9_000}, now_ms=0)
     c.advance(6_000, {3: 9_500}, now_ms=10)
     back = PartitionClocks.from_json(c.policy, B, c.to_json())
-    assert back.to_json() == c.to_json() == {"partitions": {"null": [7_000, 0], "3": [9_500, 10]}, "idle": ["null"]}
+    assert back.to_json() == c.to_json() == {"partitions": {"null": [7_000, 0], "3": [9_500, 10]}, "idle": ["null"],
+                                             "started_ms": 0}
 
 
 def test_policy_errors_name_the_parameter_and_value():
@@ -88,3 +89,34 @@ def test_policy_errors_name_the_parameter_and_value():
     assert EngineConfig(Tumbling(1000), watermark="per_partition").watermark == WatermarkPolicy("per_partition")
     with pytest.raises(TypeError, match="watermark must be a WatermarkPolicy or a mode string, got int"):
         EngineConfig(Tumbling(1000), watermark=1)
+
+
+def test_a_listed_partition_holds_the_watermark_until_it_delivers_or_idle_timeout_passes():
+    policy = WatermarkPolicy("per_partition", idle_timeout_ms=3_000, source_partitions=range(3))
+    c = PartitionClocks(policy, B)
+    assert c.advance(None, {0: 20_000}, now_ms=100).watermark_ms is None  # 1 and 2 have delivered nothing
+    assert c.waiting(100) == ("1", "2")
+    assert c.advance(None, {1: 5_000}, now_ms=2_000).watermark_ms is None  # 2 still listed and silent
+    # at equality (3 s after the first batch) the wait is over, as idleness is (now - seen >= timeout)
+    assert c.waiting(3_099) == ("2",) and c.waiting(3_100) == ()
+    assert c.advance(None, {}, now_ms=3_100).watermark_ms == 5_000 - B
+    back = PartitionClocks.from_json(policy, B, c.to_json())
+    assert back.started_ms == 100 and back.waiting(3_099) == ("2",)
+
+
+def test_a_state_written_before_the_list_existed_waits_from_its_next_batch():
+    policy = WatermarkPolicy("per_partition", idle_timeout_ms=1_000, source_partitions=["0", "1"])
+    c = PartitionClocks.from_json(policy, B, {"partitions": {"0": [9_000, 0]}, "idle": []})
+    assert c.advance(None, {"0": 9_200}, now_ms=50_000).watermark_ms is None and c.waiting(50_999) == ("1",)
+    assert c.advance(None, {"0": 9_500}, now_ms=51_000).watermark_ms == 9_500 - B
+
+
+def test_source_partitions_errors_name_the_parameter_and_value():
+    with pytest.raises(ValueError, match=r"source_partitions=\[0, 1\] needs watermark='per_partition' and an idle_timeout"):
+        WatermarkPolicy("per_partition", source_partitions=[0, 1])
+    with pytest.raises(ValueError, match="source_partitions=.*got watermark='global'"):
+        WatermarkPolicy("global", source_partitions=[0])
+    with pytest.raises(TypeError, match="source_partitions must be a list of partition names, got str '0,1'"):
+        WatermarkPolicy("per_partition", idle_timeout_ms=1, source_partitions="0,1")
+    assert WatermarkPolicy("per_partition", idle_timeout_ms=1, source_partitions=[1, 0, "1"]).source_partitions == ("0", "1")
+    assert "source_partitions" not in WatermarkPolicy("per_partition", idle_timeout_ms=1).to_dict()  # fingerprints as before

@@ -51,6 +51,7 @@ class JvmReplay:
         self.engine = spark._jvm.eventtime.jvm.InProcess(json.dumps(spec))
         self.watermark = 0
         self.seen = False
+        self.has_w = False  # per-partition: whether the clocks gave a watermark yet
         self.records: list = []
         # per-partition watermarks: W by the core's rules, as the Spark driver computes it
         self.clocks = PartitionClocks(cfg.watermark, cfg.max_out_of_orderness_ms) if cfg.watermark.per_partition else None
@@ -81,7 +82,9 @@ class JvmReplay:
         if max_seen is not None:
             self.seen = True
         if self.clocks is not None:
-            new_w = self.clocks.advance(self.watermark, by_partition, self.scenario.processing_time_ms(self.index)).watermark_ms
+            new_w = self.clocks.advance(self.watermark if self.has_w else None, by_partition,
+                                        self.scenario.processing_time_ms(self.index)).watermark_ms
+            self.has_w = self.has_w or new_w is not None  # listed partitions can hold W at none after records
         else:
             new_w = next_watermark(self.watermark, max_seen, cfg.max_out_of_orderness_ms)
         self.index += 1
@@ -94,6 +97,7 @@ class JvmReplay:
     def end_of_input(self) -> dict:
         """The control row moved the watermark to END_OF_INPUT_MS: every key's timer fires."""
         self.watermark = END_OF_INPUT_MS
+        self.has_w = True
         self.seen = True
         return self._render(json.loads(self.engine.advance(END_OF_INPUT_MS)))
 
@@ -130,7 +134,8 @@ class JvmReplay:
             else:
                 stats.append(row)
         self.last_stats = stats
-        return {"watermark_ms": self.watermark if self.seen else None, "panes": panes, "late": late, "invalid": invalid}
+        shown = self.has_w if self.clocks is not None else self.seen
+        return {"watermark_ms": self.watermark if shown else None, "panes": panes, "late": late, "invalid": invalid}
 
 
 def run_jvm(scenario: Any, spark, combine: bool = True, merged_from: bool = False) -> dict:

@@ -249,20 +249,20 @@ def test_the_readme_dashboard_example_runs_as_written(spark):
     utc = dt.timezone.utc
     rows = [("home", f"u{i % 7}", float(i * 13 % 97), "error" if i % 5 == 0 else "ok",
              dt.datetime(2024, 5, 1, 10, tzinfo=utc) + dt.timedelta(minutes=37 * i)) for i in range(80)]
-    raw = spark.createDataFrame(rows, "page string, user_id string, latency_ms double, status string, event_ts timestamp")
-    events = raw.transform(eventtime.with_event_time("event_ts", max_out_of_orderness="1 minute"))
+    raw = spark.createDataFrame(rows, "page string, user_id string, latency_ms double, status string, ts timestamp")
+    events = raw.transform(eventtime.with_event_time("ts", max_out_of_orderness="1 minute"))
     scope = {"eventtime": eventtime, "events": events}
     exec(_readme_dashboard(), scope)
     panes = []
     eventtime.route(scope["dashboard"], panes=lambda t, b, q: panes.append(t), progress=False).start(end_of_input=True)
     got = sorted((r["window_start"], r["count"], r["users"], r["p95_latency_ms"], r["last_status"])
                  for t in panes for r in t.to_pylist())
-    day = F.window(F.from_utc_timestamp("event_ts", "Asia/Shanghai"), "1 day").start
+    day = F.window(F.from_utc_timestamp("ts", "Asia/Shanghai"), "1 day").start
     expected = sorted((row["start"], row["n"], row["users"], row["p95"], row["last"])
                       for row in raw.groupBy(F.to_utc_timestamp(day, "Asia/Shanghai").alias("start")).agg(
                           F.count("*").alias("n"), F.countDistinct("user_id").alias("users"),
                           F.percentile_approx("latency_ms", 0.95).alias("p95"),
-                          F.max_by("status", "event_ts").alias("last")).collect())
+                          F.max_by("status", "ts").alias("last")).collect())
     assert len(got) == 3 and [g[1:] for g in got] == [e[1:] for e in expected]
     assert [g[0].astimezone(dt.timezone.utc) for g in got] == [e[0].replace(tzinfo=dt.timezone.utc) for e in expected]
 

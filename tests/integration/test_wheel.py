@@ -329,16 +329,16 @@ spark = eventtime.local_session()
 utc = dt.timezone.utc
 rows = [("home" if i % 3 else "cart", f"u{i % 7}", float(i * 13 % 97), "error" if i % 5 == 0 else "ok",
          dt.datetime(2024, 5, 1, 10, tzinfo=utc) + dt.timedelta(minutes=37 * i)) for i in range(80)]
-raw = spark.createDataFrame(rows, "page string, user_id string, latency_ms double, status string, event_ts timestamp")
-scope = {"eventtime": eventtime, "events": raw.transform(eventtime.with_event_time("event_ts"))}
+raw = spark.createDataFrame(rows, "page string, user_id string, latency_ms double, status string, ts timestamp")
+scope = {"eventtime": eventtime, "events": raw.transform(eventtime.with_event_time("ts"))}
 exec(code, scope)
 panes = []
 eventtime.route(scope["dashboard"], panes=lambda t, b, q: panes.append(t), progress=False).start(end_of_input=True)
 got = sorted((r["page"], r["count"], r["users"], r["p95_latency_ms"], r["last_status"]) for t in panes for r in t.to_pylist())
-day = F.window(F.from_utc_timestamp("event_ts", "Asia/Shanghai"), "1 day").start
+day = F.window(F.from_utc_timestamp("ts", "Asia/Shanghai"), "1 day").start
 expected = sorted((r["page"], r["n"], r["users"], r["p95"], r["last"]) for r in raw.groupBy("page", day).agg(
     F.count("*").alias("n"), F.countDistinct("user_id").alias("users"), F.percentile_approx("latency_ms", 0.95).alias("p95"),
-    F.max_by("status", "event_ts").alias("last")).collect())
+    F.max_by("status", "ts").alias("last")).collect())
 spark.stop()
 print("RESULT " + json.dumps({"panes": len(got), "equal": got == expected}))
 """

@@ -10,36 +10,19 @@ from pyspark.sql import types as T
 
 from ..core import aggregations as _agg
 from ..core.aggregations import Aggregation
+from ..core.contract import COLUMNS, STRINGS
 from ..core.kinds import COUNT, MEAN, SUM
 
 __all__ = ["INTEGRAL_TYPES", "agg_type", "OUTPUT_FIXED", "MERGED_FROM", "C_REC", "output_schema", "pane_fields"]
 
-# Output columns besides the key and aggregation columns, in order, with Spark DDL types.
-OUTPUT_FIXED = [
-    ("kind", "string"),
-    ("window_start", "bigint"),
-    ("window_end", "bigint"),
-    ("pane_timing", "string"),
-    ("pane_index", "bigint"),
-    ("is_final", "boolean"),
-    ("reason", "string"),
-    ("event_time", "bigint"),
-    ("raw_timestamp", "string"),
-    ("watermark", "bigint"),
-    ("lateness_ms", "bigint"),
-    ("partition", "string"),
-    ("offset", "bigint"),
-    ("payload", "string"),
-    ("stat_max_event_time", "bigint"),
-    ("stat_rows", "bigint"),
-    # the partition's delays behind the running maximum, {"bin": count} (eventtime/query/advise.py)
-    ("stat_delays", "string"),
-    ("merged_from", "array<struct<start:bigint,end:bigint>>"),
-]
+# Output columns besides the key and aggregation columns, in order, with Spark DDL types (the
+# contract's: Layout.java finds them by the same names). stat_delays: the partition's delays
+# behind the running maximum, {"bin": count} (eventtime/query/advise.py).
+OUTPUT_FIXED = list(COLUMNS.items())
 # Session panes only: the bounds of the earlier panes of the key that a pane supersedes.
 MERGED_FROM = "merged_from"
 # The user's row as one struct, beside the output: the payload of late / invalid records.
-C_REC = "et__rec"
+C_REC = STRINGS["RECORD_COLUMN"]
 INTEGRAL_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
 

@@ -97,3 +97,15 @@ def test_the_running_maximum_is_one_rule_in_both_languages(spark, bound_ms):
     end = LONGS["END_OF_INPUT_MS"]
     for w in (-1, 0, 1, 59_999, 1_700_000_000_000, end - 1, end):
         assert spec.runningMax(w) == watermark.running_max_ms(w, bound_ms), w
+
+
+def test_the_output_columns_are_named_once():
+    """The operator's output columns: Python's output schema takes them from the contract, and
+    Layout.java finds them through the generated Contract, never by a name typed again."""
+    from eventtime.core.contract import COLUMNS
+    from eventtime.spark.output import OUTPUT_FIXED
+
+    assert [name for name, _ in OUTPUT_FIXED] == list(COLUMNS)
+    code = _code((JAVA / "src" / "eventtime" / "jvm" / "Layout.java").read_text())
+    assert not [name for name in COLUMNS if json.dumps(name) in code]
+    assert "Contract.COL_WATERMARK" in code and "Contract.RECORD_COLUMN" in code

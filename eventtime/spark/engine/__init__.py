@@ -100,6 +100,7 @@ def contract_java() -> str:
     lines += [f"  public static final String {name} = {json.dumps(value)};" for name, value in contract["strings"].items()]
     lines += [f"  public static final int {name} = {int(value)};" for name, value in contract["ints"].items()]
     lines += [f"  public static final long {name} = {int(value)}L;" for name, value in contract["longs"].items()]
+    lines += [f"  public static final String COL_{name.upper()} = {json.dumps(name)};" for name in contract["columns"]]
     return "\n".join(lines + ["}", ""])
 
 

@@ -111,9 +111,9 @@ public final class Engine {
    */
   static Dataset<Row> withoutFoldedRecords(Dataset<Row> input, Spec spec) {
     UserDefinedFunction live = functions.udf(new Live(spec), DataTypes.BooleanType).asNondeterministic();
-    Column rec = input.col("et__rec");
+    Column rec = input.col(Contract.RECORD_COLUMN);
     Column folded = live.apply(input.col("et__ms"), input.col("et__cls"));
-    return input.withColumn("et__rec", functions.when(folded, functions.lit(null).cast(spec.recordType)).otherwise(rec));
+    return input.withColumn(Contract.RECORD_COLUMN, functions.when(folded, functions.lit(null).cast(spec.recordType)).otherwise(rec));
   }
 
   /** The operator's grouping keys: bucket b's keyed rows at [b], its pass-through rows at [32 + b] ({@link Layout#group}). */

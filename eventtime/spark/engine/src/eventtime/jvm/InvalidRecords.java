@@ -67,7 +67,7 @@ final class InvalidRecords {
       else if (i == lay.oWatermark) c = functions.when(functions.col("et__w").gt(0), functions.col("et__w"));
       else if (i == lay.oPart) c = functions.col("et__part").cast(DataTypes.StringType);
       else if (i == lay.oOff) c = functions.col("et__off");
-      else if (i == lay.oRec) c = functions.col("et__rec");
+      else if (i == lay.oRec) c = functions.col(Contract.RECORD_COLUMN);
       else c = functions.lit(null);
       out[i] = c.cast(fields[i].dataType()).alias(fields[i].name());
     }

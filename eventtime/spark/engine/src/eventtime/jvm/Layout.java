@@ -68,12 +68,12 @@ final class Layout {
     // name (keys and aggregations may not take these names); keys follow kind, the aggregations
     // follow is_final
     StructType out = spec.outputType;
-    if (out.fieldIndex("kind") != 0) throw new IllegalArgumentException("the output's first column must be kind");
-    oWs = out.fieldIndex("window_start");
-    oWe = out.fieldIndex("window_end");
-    oTiming = out.fieldIndex("pane_timing");
-    oIndex = out.fieldIndex("pane_index");
-    oFinal = out.fieldIndex("is_final");
+    if (out.fieldIndex(Contract.COL_KIND) != 0) throw new IllegalArgumentException("the output's first column must be kind");
+    oWs = out.fieldIndex(Contract.COL_WINDOW_START);
+    oWe = out.fieldIndex(Contract.COL_WINDOW_END);
+    oTiming = out.fieldIndex(Contract.COL_PANE_TIMING);
+    oIndex = out.fieldIndex(Contract.COL_PANE_INDEX);
+    oFinal = out.fieldIndex(Contract.COL_IS_FINAL);
     oAgg = new int[na];
     oAccA = new int[na];
     oAccB = new int[na];
@@ -87,19 +87,19 @@ final class Layout {
       oAccB[i] = mean ? out.fieldIndex(name + Contract.ACC_N) : -1;
       paneColumns += 1 + (oAccA[i] >= 0 ? 1 : 0) + (oAccB[i] >= 0 ? 1 : 0);
     }
-    oReason = out.fieldIndex("reason");
-    oEventTime = out.fieldIndex("event_time");
-    oRaw = out.fieldIndex("raw_timestamp");
-    oWatermark = out.fieldIndex("watermark");
-    oLateness = out.fieldIndex("lateness_ms");
-    oPart = out.fieldIndex("partition");
-    oOff = out.fieldIndex("offset");
-    oPayload = out.fieldIndex("payload");
-    oStatMax = out.fieldIndex("stat_max_event_time");
-    oStatRows = out.fieldIndex("stat_rows");
-    oStatDelays = out.fieldIndex("stat_delays");
-    oMerged = out.fieldIndex("merged_from");
-    oRec = out.fieldIndex("et__rec");
+    oReason = out.fieldIndex(Contract.COL_REASON);
+    oEventTime = out.fieldIndex(Contract.COL_EVENT_TIME);
+    oRaw = out.fieldIndex(Contract.COL_RAW_TIMESTAMP);
+    oWatermark = out.fieldIndex(Contract.COL_WATERMARK);
+    oLateness = out.fieldIndex(Contract.COL_LATENESS_MS);
+    oPart = out.fieldIndex(Contract.COL_PARTITION);
+    oOff = out.fieldIndex(Contract.COL_OFFSET);
+    oPayload = out.fieldIndex(Contract.COL_PAYLOAD);
+    oStatMax = out.fieldIndex(Contract.COL_STAT_MAX_EVENT_TIME);
+    oStatRows = out.fieldIndex(Contract.COL_STAT_ROWS);
+    oStatDelays = out.fieldIndex(Contract.COL_STAT_DELAYS);
+    oMerged = out.fieldIndex(Contract.COL_MERGED_FROM);
+    oRec = out.fieldIndex(Contract.RECORD_COLUMN);
     oWidth = out.fields().length;
     if (oWs != nk + 1 || oReason != oFinal + 1 + paneColumns) {
       throw new IllegalArgumentException("the output's keys must follow kind and its aggregations is_final: " + out);
@@ -121,7 +121,7 @@ final class Layout {
     f.add(DataTypes.createStructField("et__raw", DataTypes.StringType, true));
     f.add(DataTypes.createStructField("et__n", DataTypes.LongType, true));
     f.add(DataTypes.createStructField("et__tmax", DataTypes.LongType, true));
-    f.add(DataTypes.createStructField("et__rec", spec.recordType, true));
+    f.add(DataTypes.createStructField(Contract.RECORD_COLUMN, spec.recordType, true));
     f.add(DataTypes.createStructField("et__accs", DataTypes.BinaryType, true));
     return DataTypes.createStructType(f);
   }

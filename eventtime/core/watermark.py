@@ -61,16 +61,16 @@ class WatermarkPolicy:
             if idle <= 0:
                 raise ValueError(f"idle_timeout must be > 0, got {idle} ms")
             object.__setattr__(self, "idle_timeout_ms", idle)
-        if isinstance(self.source_partitions, (str, bytes)) or not isinstance(self.source_partitions, (list, tuple, set, frozenset, range)):
-            raise TypeError(f"source_partitions must be a list of partition names, got {type(self.source_partitions).__name__} "
-                            f"{self.source_partitions!r}")
-        if self.source_partitions:
-            if self.mode != PER_PARTITION or self.idle_timeout_ms is None:
-                raise ValueError(
-                    f"source_partitions={list(self.source_partitions)!r} needs watermark='per_partition' and an idle_timeout (a listed "
-                    f"partition that never delivers would otherwise hold every window back for ever); got "
-                    f"watermark={self.mode!r}, idle_timeout={self.idle_timeout_ms!r}")
-        object.__setattr__(self, "source_partitions", tuple(sorted({_text(p) for p in self.source_partitions})))
+        listed = self.source_partitions
+        if isinstance(listed, (str, bytes)) or not isinstance(listed, (list, tuple, set, frozenset, range)):
+            raise TypeError(f"source_partitions must be a list of partition names, got "
+                            f"{type(listed).__name__} {listed!r}")
+        if listed and (self.mode != PER_PARTITION or self.idle_timeout_ms is None):
+            raise ValueError(
+                f"source_partitions={list(listed)!r} needs watermark='per_partition' and an idle_timeout (a listed "
+                f"partition that never delivers would otherwise hold every window back for ever); got "
+                f"watermark={self.mode!r}, idle_timeout={self.idle_timeout_ms!r}")
+        object.__setattr__(self, "source_partitions", tuple(sorted({_text(p) for p in listed})))
 
     @property
     def per_partition(self) -> bool:
@@ -164,10 +164,11 @@ class PartitionClocks:
     def waiting(self, now_ms: int) -> tuple:
         """The listed partitions (``policy.source_partitions``) that hold the watermark back at ``now_ms``:
         no record of theirs yet, and ``idle_timeout`` not passed since the first batch."""
-        if not self.policy.source_partitions or self.started_ms is None or now_ms - self.started_ms >= self.policy.idle_timeout_ms:
+        listed = self.policy.source_partitions
+        if not listed or self.started_ms is None or now_ms - self.started_ms >= self.policy.idle_timeout_ms:
             return ()
         delivered = {_text(p) for p in self.max_ms}
-        return tuple(p for p in self.policy.source_partitions if p not in delivered)
+        return tuple(p for p in listed if p not in delivered)
 
     def to_json(self) -> dict:
         """The state as JSON (partition names as text: the Spark engine's partitions are text)."""

@@ -91,10 +91,10 @@ class EngineConfig:
             raise TypeError(f"watermark must be a WatermarkPolicy or a mode string, got {type(self.watermark).__name__}")
 
     def to_spec(self) -> dict:
-        """The configuration as JSON-ready data, the one way it is written: the JVM engine's spec
-        (``spark/aggregate.py`` adds the row types to it), the query's metadata that
-        :func:`eventtime.route` reads back with :meth:`from_spec`, and the checkpoint's
-        fingerprint (``ops/compat.py`` keeps the parts that decide the state's meaning).
+        """The configuration as JSON-ready data, every field written: the ``config`` of the
+        operator's plan document (``spark/plan.py``), which :func:`eventtime.route` reads back
+        with :meth:`from_spec`, and from which the checkpoint's fingerprint is derived
+        (``ops/compat.py`` keeps the parts that decide the state's meaning).
 
         >>> from eventtime import Tumbling
         >>> spec = EngineConfig(Tumbling("1 minute"), allowed_lateness_ms="30 seconds").to_spec()
@@ -110,7 +110,7 @@ class EngineConfig:
             "accumulation": self.accumulation,
             "emit": self.emit,
             "watermark": self.watermark.to_dict(),
-            **({"report_partly_late": True} if self.report_partly_late else {}),
+            "report_partly_late": self.report_partly_late,
         }
 
     @classmethod

@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["CONTRACT_PATH", "STRINGS", "INTS", "LONGS", "COLUMNS"]
+__all__ = ["CONTRACT_PATH", "PLAN_SCHEMA_PATH", "STRINGS", "INTS", "LONGS", "COLUMNS"]
 
 CONTRACT_PATH = Path(__file__).resolve().parent.parent / "contract.json"
+#: The JSON Schema of the operator's plan document, version ``INTS["PLAN_VERSION"]``.
+PLAN_SCHEMA_PATH = CONTRACT_PATH.parent / "plan.schema.json"
 _CONTRACT = json.loads(CONTRACT_PATH.read_text(encoding="utf-8"))
 STRINGS: dict[str, str] = dict(_CONTRACT["strings"])
 INTS: dict[str, int] = dict(_CONTRACT["ints"])

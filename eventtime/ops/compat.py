@@ -17,7 +17,7 @@ from ..core.config import EngineConfig
 from ..core.kinds import SQL_AGGREGATE
 from ..core.window import Session
 
-__all__ = ["IncompatibleRestartError", "CheckpointMissingError", "state_fingerprint", "changed_fields", "check_and_store"]
+__all__ = ["IncompatibleRestartError", "CheckpointMissingError", "state_fingerprint", "plan_fingerprint", "changed_fields", "check_and_store"]
 
 FINGERPRINT_FILE = "eventtime-state.json"
 
@@ -53,6 +53,15 @@ def state_fingerprint(config: EngineConfig, keys: Sequence[str]) -> dict:
         # only when not the default, so that checkpoints written before the option resume
         **({"watermark": config.watermark.mode} if config.watermark.per_partition else {}),
     }
+
+
+def plan_fingerprint(plan: dict) -> dict:
+    """The fingerprint a checkpoint stores, derived from the operator's plan document
+    (eventtime/plan.schema.json): :func:`state_fingerprint` of its config and keys, and how
+    the state is laid out (its layout and bucket count)."""
+    config = EngineConfig.from_spec(plan["config"])
+    return {**state_fingerprint(config, plan["keys"]), "layout": plan["run"]["state_layout"],
+            "buckets": plan["run"]["buckets"]}
 
 
 def changed_fields(old: dict, new: dict) -> list[str]:

@@ -2,7 +2,7 @@
 
 It checks the keys and aggregated columns against the DataFrame, builds the operator input
 (the user's row as one struct beside its key and aggregated columns), hands the engine its
-spec (``engine_spec``: window, lateness, modes, types) and renders the operator output with a
+plan (spark/plan.py: window, lateness, modes, types, in one document) and renders the operator output with a
 ``kind`` column -- panes, late and invalid records, per-partition statistics -- that
 ``route`` (router.py) splits into sinks (docs/architecture.md).
 """
@@ -29,29 +29,14 @@ from .connect import require_classic
 from .extract import event_time_settings
 from .engine import ensure_engine
 from .output import INTEGRAL_TYPES, C_REC, MERGED_FROM, OUTPUT_FIXED, agg_type, output_schema, pane_fields
+from .plan import operator_plan
 from .sql_aggregates import engine_aggregations, python_result, result_ddl
 
-__all__ = ["PIPELINE_META", "window_aggregate", "output_schema", "engine_spec"]
+__all__ = ["window_aggregate", "output_schema"]
 
-# Version of the query's checkpoint layout; a checkpoint of another layout is refused on start.
-STATE_LAYOUT = 6
 # Row classes of the operator input (Layout.java).
 CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, CLS_CONTROL, CLS_TICK = (INTS[n] for n in (
     "CLS_DATA", "CLS_HEARTBEAT", "CLS_INVALID", "CLS_CONTROL", "CLS_TICK"))  # the contract: eventtime/contract.json
-# The operator's grouping key is a hash bucket of the user key (state is per user key inside
-# it, see WindowOperator.java); fixed, as a checkpoint's state is laid out by it.
-NUM_BUCKETS = 32
-# How the checkpoint's state is laid out, stored in its fingerprint beside the configuration
-# (ops/compat.py); layout 6: a Spark SQL or Python aggregation's buffers of fixed windows are
-# state entries per key and slice (layout 5 kept them in the key's state, which is otherwise the
-# same: checkpoints of pipelines without them resume); layout 5: per-key state of the JVM operator
-# under one int grouping key per bucket, chosen so that Spark spreads the buckets evenly over the
-# shuffle partitions (layout 4: the bucket's number; layout 3: two ints; layouts 1-2: hash
-# buckets of pickled frames).
-STATE_FORMAT = {"layout": STATE_LAYOUT, "buckets": NUM_BUCKETS}
-# Local property through which the driver tells the map-side combine the batch's watermark.
-WATERMARK_PROPERTY = "eventtime.watermark"
-PIPELINE_META = "eventtime"
 _TS_COLUMNS = ("window_start", "window_end", "event_time", "watermark")
 
 
@@ -120,52 +105,6 @@ def _check_columns(
                 f"heartbeat_col {heartbeat_col!r} must be a boolean column (true on heartbeat rows), got "
                 f"{dtype.simpleString()}; e.g. F.col({heartbeat_col!r}) == 1"
             )
-
-
-def engine_spec(
-    config: EngineConfig,
-    record_type: T.StructType,
-    out_schema: T.StructType,
-    keys: Sequence[str],
-    bounded: bool,
-    event_time_column: Optional[str] = None,
-    session_time_zone: str = "UTC",
-    split_invalid: bool = False,
-) -> dict:
-    """The JVM engine's configuration (Spec.java): :meth:`EngineConfig.to_spec` with what the
-    engine needs to read the user's rows of type ``record_type``: where the key and aggregated
-    columns are and of which type, the output type, the bucket count and the watermark property.
-
-    ``event_time_column``: the record's column a late record's ``raw_timestamp`` is Spark's text
-    of (in ``session_time_zone``), when the event time is one of the record's columns."""
-    position = {f.name: i for i, f in enumerate(record_type.fields)}
-    spec = config.to_spec()
-
-    def column_type(agg: dict):
-        return record_type[agg["column"]].dataType if agg["column"] else None
-
-    return {
-        **spec,
-        "bounded": bounded,
-        "split_invalid": split_invalid,
-        "watermark_property": WATERMARK_PROPERTY,
-        "buckets": NUM_BUCKETS,
-        "event_time_field": position.get(event_time_column, -1) if event_time_column else -1,
-        "session_time_zone": session_time_zone,
-        "record_type": record_type.json(),
-        "output_type": T.StructType([*out_schema.fields, T.StructField(C_REC, record_type)]).json(),
-        "key_fields": [position[k] for k in keys],
-        "aggregations": [
-            {
-                **a,
-                "field": position[a["column"]] if a["column"] else -1,
-                "integral": isinstance(column_type(a), INTEGRAL_TYPES),
-                "decimal": isinstance(column_type(a), T.DecimalType),
-                "scale": column_type(a).scale if isinstance(column_type(a), T.DecimalType) else 0,
-            }
-            for a in spec["aggregations"]
-        ],
-    }
 
 
 def window_aggregate(
@@ -277,9 +216,6 @@ def window_aggregate(
         key_fields = [T.StructField(k, schema[k].dataType) for k in keys]
         types.update({a.name: agg_type(a, schema) for a in engine_aggs if a.kind != SQL_AGGREGATE})
         out_schema = output_schema(key_fields, [f for a in engine_aggs for f in pane_fields(a, types[a.name], schema)])
-        spec = engine_spec(config, record_type, out_schema, keys, bounded=not df.isStreaming,
-                           event_time_column=settings.get("column"),
-                           session_time_zone=spark.conf.get("spark.sql.session.timeZone"), split_invalid=split_invalid)
         # The operator input (eventtime/spark/engine/src/eventtime/jvm/Layout.java): the event time as a
         # plain long (no watermark metadata, so Spark drops nothing before the operator), the row
         # class, the invalid reason / raw text, partition (Spark's own text of it) and offset,
@@ -317,19 +253,13 @@ def window_aggregate(
             operator_input = operator_input.unionByName(ticks.select(
                 *[F.lit(None).cast(f.dataType).alias(f.name) if f.name != "et__cls" else F.lit(CLS_TICK).alias("et__cls")
                   for f in operator_input.schema.fields]))
-        raw = DataFrame(spark._jvm.eventtime.jvm.Engine.apply(operator_input._jdf, json.dumps(spec)), spark)
-        signal_path = settings.get("end_of_input_signal")
-        meta = json.dumps(
-            {
-                "keys": keys,
-                "partition_col": partition_col,
-                "end_of_input_signal": signal_path,
-                "tick_signal": tick_signal,
-                "config": config.to_spec(),
-                # the rows a mergeable Spark SQL aggregation reads, for reconcile to read late payloads as
-                **({"record_type": record_type.json()} if any(a.mergeable for a in engine_aggs) else {}),
-            }
-        )
+        # the one document the operator is configured by (spark/plan.py; route reads it back from the plan)
+        plan = operator_plan(config, record_type, out_schema, keys, bounded=not df.isStreaming,
+                             event_time_column=settings.get("column"),
+                             session_time_zone=spark.conf.get("spark.sql.session.timeZone"), split_invalid=split_invalid,
+                             partition_col=partition_col, end_of_input_signal=settings.get("end_of_input_signal"),
+                             tick_signal=tick_signal)
+        raw = DataFrame(spark._jvm.eventtime.jvm.Engine.apply(operator_input._jdf, json.dumps(plan)), spark)
         # One projection of the operator's struct: Spark's optimizer would merge two every batch.
         out = F.col("et__out")
         cols = []
@@ -344,8 +274,6 @@ def window_aggregate(
             elif field.name in finish:  # a Python aggregation over the pane's values (sql_aggregates.py)
                 agg, result_type = finish[field.name]
                 c = F.udf(python_result(agg), result_type)(c).alias(field.name)
-            elif field.name == "kind":
-                c = c.alias("kind", metadata={PIPELINE_META: meta})
             elif field.name in _TS_COLUMNS:
                 c = F.timestamp_millis(c).alias(field.name)
             else:
@@ -354,7 +282,7 @@ def window_aggregate(
         result = raw.select(*cols, out[C_REC].alias(C_REC))
         if not finish:  # (Python aggregations run in this projection, so route() runs it, through toArrow)
             # route() runs the operator struct itself and splits it by kind in the tasks (Collect.java)
-            result._eventtime_operator = (raw, spec["output_type"])
+            result._eventtime_operator = (raw, plan["output_type"])
         return result
 
     return apply

@@ -14,7 +14,6 @@ report), :mod:`.checkpoint_files` (the query id and a batch's watermark in the c
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import sys
@@ -32,27 +31,19 @@ from ..core.watermark import running_max_ms
 from ..ops.faults import fault_point
 from ..ops.monitor import progress_line
 from ..ops.paths import local_path
-from .aggregate import PIPELINE_META, MERGED_FROM, STATE_FORMAT, WATERMARK_PROPERTY
+from .aggregate import MERGED_FROM
 from .batch_tables import OPERATOR, BatchCounter, collect, collector, delay_table, split
 from .checkpoint_files import batch_offsets, checkpoint_query_id
 from .connect import require_classic
 from .errors import FailureWatch, RunningQuery
 from .sink_checks import bind_sinks, check_no_orphaned_tables, check_route_arguments, rejected_rows
 from .state_cache import StateCache
+from .plan import WATERMARK_PROPERTY, batch_watermark, pipeline_document, plan_of
 from .batch_output import commit_task_files, write_in_tasks, write_on_driver
 
 __all__ = ["Router", "route"]
 
 log = logging.getLogger("eventtime.spark")
-
-
-def _engine_meta(out: DataFrame) -> dict:
-    if "kind" not in out.columns:
-        raise ValueError("route() expects the output of eventtime.window_aggregate(...)")
-    meta = out.schema["kind"].metadata.get(PIPELINE_META)
-    if meta is None:
-        raise ValueError("route() expects the output of eventtime.window_aggregate(...) (no engine metadata on 'kind')")
-    return json.loads(meta)
 
 
 def _query_enrichment(out: DataFrame):
@@ -80,18 +71,20 @@ class Router:
         require_classic(out, "route")
         check_route_arguments({"panes": panes, "late": late, "invalid": invalid, "delays": delays}, alerter, pipeline,
                               progress)
-        self.meta = _engine_meta(out)
-        self.config = EngineConfig.from_spec(self.meta["config"])
+        if "kind" not in out.columns:
+            raise ValueError("route() expects the output of eventtime.window_aggregate(...): it has no 'kind' column")
+        self.plan = plan_of(out)  # the operator's one document (spark/plan.py)
+        self.config = EngineConfig.from_spec(self.plan["config"])
         if alerter is not None and callable(getattr(alerter, "use_pipeline_defaults", None)):
             alerter.use_pipeline_defaults(self.config.max_out_of_orderness_ms)
-        self.keys: list[str] = self.meta["keys"]
+        self.keys: list[str] = self.plan["keys"]
         self.agg_names: list[str] = pane_columns(self.config.aggregations)  # values and accumulator columns
         self.panes_sink, self.late_sink = panes, late
         self.invalid_sink = invalid if invalid is not None else late
         if delays is None and callable(getattr(late, "default_delays", None)):
             delays = late.default_delays()  # DeltaLateSink: <late path>_delays unless told otherwise
         self.delays_sink = delays
-        bind_sinks(out, (panes, late, invalid, delays), self.keys, self.agg_names, self.meta)
+        bind_sinks(out, (panes, late, invalid, delays), self.keys, self.agg_names, pipeline_document(self.plan))
         self.alerter = alerter
         self.pipeline = pipeline
         self.progress = progress
@@ -126,7 +119,7 @@ class Router:
         self.query = None
         self.checkpoint: Optional[str] = None
         self._query_id: Optional[str] = None
-        self._counter = BatchCounter(bool(self.meta.get("partition_col")))
+        self._counter = BatchCounter(self.plan["partition_col"] is not None)
         self._failures = FailureWatch(alerter, lambda: self.query_id() or (self.query.id if self.query else ""))
         self._last_stats = None
         self._input_ended = False  # the end of input was raised: every later batch runs past it
@@ -189,15 +182,15 @@ class Router:
             from .partition_watermark import PartitionWatermarkDriver
 
             self.partition_watermark = PartitionWatermarkDriver(
-                policy, self.config.max_out_of_orderness_ms, local, self.meta.get("tick_signal"))
+                policy, self.config.max_out_of_orderness_ms, local, self.plan["run"]["tick_signal"])
         if local is not None and not os.path.exists(os.path.join(local, "metadata")):
             check_no_orphaned_tables((self.panes_sink, self.late_sink, self.invalid_sink), checkpoint, fresh_start,
                                      self.pipeline)
         if local is not None:
             # Refuse to resume state laid out by another window / keys / aggregations / modes.
-            from ..ops.compat import check_and_store, check_not_ended, state_fingerprint
+            from ..ops.compat import check_and_store, check_not_ended, plan_fingerprint
 
-            check_and_store(local, {**state_fingerprint(self.config, self.keys), **STATE_FORMAT})
+            check_and_store(local, plan_fingerprint(self.plan))
             check_not_ended(local)
 
         def writer():
@@ -220,13 +213,13 @@ class Router:
             from .control import raise_end_of_input
 
             self.query.awaitTermination()  # raises the query's error, if it failed
-            raise_end_of_input(self.meta["end_of_input_signal"])
+            raise_end_of_input(self.plan["run"]["end_of_input_signal"])
             self._input_ended = True
             self.query = RunningQuery(writer().start(), self.pipeline, local, self._failures.settle)
             self.query.awaitTermination()
             if local is not None:
                 mark_ended(local)
-            os.remove(self.meta["end_of_input_signal"])
+            os.remove(self.plan["run"]["end_of_input_signal"])
             self._failures.stop()
         return self.query
 
@@ -313,8 +306,8 @@ class Router:
     def _publish(self, spark, batch_id: int, watermark: int, running_max: Optional[int] = None) -> None:
         """Tell the batch's tasks W (and the largest valid event time of the earlier batches, for
         the delay histograms), tagged with the query and batch id, which tasks check."""
-        value = f"{self.query_id()}:{batch_id}:{watermark}:{'' if running_max is None else running_max}"
-        spark.sparkContext.setLocalProperty(WATERMARK_PROPERTY, value)
+        spark.sparkContext.setLocalProperty(WATERMARK_PROPERTY, batch_watermark(self.query_id(), batch_id, watermark,
+                                                                                running_max))
 
     def _handle(self, df: DataFrame, batch_id: int, ends_input: bool = False) -> None:
         started = time.monotonic()

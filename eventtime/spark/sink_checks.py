@@ -127,13 +127,13 @@ def check_no_orphaned_tables(sinks: tuple, checkpoint: str, fresh_start: bool, p
         )
 
 
-def bind_sinks(out, routed: tuple, keys: list, agg_names: list, meta: dict) -> None:
+def bind_sinks(out, routed: tuple, keys: list, agg_names: list, document: dict) -> None:
     """Before the query starts, each sink that takes the query's session (``bind_route``: the
     Delta and Kafka sinks, which check their tables and topics then) gets it and the route's
     other sinks; the results sink its pane columns and their types, the others the key
     columns' types. Once every sink is accepted, the tables whose columns are known are made,
-    empty, and the results and late tables record the pipeline (what ``eventtime late
-    reconcile`` reads). ``routed``: the panes, late, invalid and delay
+    empty, and the results and late tables record the pipeline (``document``, what ``eventtime late
+    reconcile`` reads: spark/plan.py's ``pipeline_document``). ``routed``: the panes, late, invalid and delay
     sinks, each may be ``None``."""
     from .aggregate import MERGED_FROM
     from .batch_tables import key_schema, no_rows, split
@@ -154,5 +154,4 @@ def bind_sinks(out, routed: tuple, keys: list, agg_names: list, meta: dict) -> N
     for sink in sinks:  # every sink accepted: the tables whose columns are known made, empty
         getattr(sink, "ensure_table", lambda: False)()
         if sink is panes or sink is late:
-            getattr(sink, "record_pipeline", lambda _document: None)(
-                {k: meta[k] for k in ("config", "keys", "record_type") if k in meta})
+            getattr(sink, "record_pipeline", lambda _document: None)(document)

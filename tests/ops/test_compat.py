@@ -52,7 +52,7 @@ def test_a_time_zone_that_does_not_move_the_grid_is_the_same_window():
 @pytest.mark.parametrize("old_layout", [1, 2])
 def test_checkpoint_of_the_pandas_engine_is_refused_with_what_to_do(tmp_path, old_layout):
     """Layouts 1 and 2 (pickled frames per hash bucket) cannot be read by the JVM operator."""
-    from eventtime.spark.aggregate import NUM_BUCKETS, STATE_LAYOUT
+    from eventtime.spark.plan import NUM_BUCKETS, STATE_LAYOUT
 
     old = {**fp(), "num_buckets": 8, "layout": old_layout}
     if old_layout == 1:
@@ -77,7 +77,7 @@ def test_checkpoint_of_the_pandas_engine_is_refused_with_what_to_do(tmp_path, ol
     ],
 )
 def test_checkpoint_of_an_earlier_grouping_key_is_refused_with_what_to_do(tmp_path, old_layout, says, not_says):
-    from eventtime.spark.aggregate import NUM_BUCKETS, STATE_LAYOUT
+    from eventtime.spark.plan import NUM_BUCKETS, STATE_LAYOUT
 
     check_and_store(str(tmp_path), {**fp(), "layout": old_layout, "buckets": NUM_BUCKETS})
     with pytest.raises(IncompatibleRestartError) as err:
@@ -128,7 +128,7 @@ def test_an_added_aggregation_is_refused_with_what_to_do(tmp_path):
 def test_a_layout_5_checkpoint_resumes_unless_it_holds_sql_buffers_of_fixed_windows(tmp_path, overrides, resumes):
     """Layout 6 moved only the SQL (and Python) aggregations' buffers of fixed windows out of the
     key's state: every other layout-5 checkpoint is the same state and resumes."""
-    from eventtime.spark.aggregate import NUM_BUCKETS, STATE_LAYOUT
+    from eventtime.spark.plan import NUM_BUCKETS, STATE_LAYOUT
 
     assert STATE_LAYOUT == 6
     check_and_store(str(tmp_path), {**fp(**overrides), "layout": 5, "buckets": NUM_BUCKETS})

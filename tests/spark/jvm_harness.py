@@ -21,7 +21,8 @@ from eventtime.core.timestamps import extract
 from eventtime.core.trigger import END_OF_INPUT_MS, next_watermark
 from eventtime.core.watermark import PartitionClocks
 from eventtime.harness.scenario import Scenario, parse_scenario
-from eventtime.spark.aggregate import CLS_DATA, CLS_HEARTBEAT, CLS_INVALID, engine_spec
+from eventtime.spark.aggregate import CLS_DATA, CLS_HEARTBEAT, CLS_INVALID
+from eventtime.spark.plan import operator_plan
 from eventtime.spark.output import agg_type, output_schema, pane_fields
 
 
@@ -47,7 +48,7 @@ class JvmReplay:
         self.aggs = tuple(a if a.column is None else dataclasses.replace(a, column="value") for a in cfg.aggregations)
         out = output_schema([record["key"]], [f for a in self.aggs for f in pane_fields(
             a, _sql_type(spark, a, record) if a.kind == SQL_AGGREGATE else agg_type(a, record), record)])
-        spec = engine_spec(dataclasses.replace(cfg, aggregations=self.aggs), record, out, ["key"], bounded=False)
+        spec = operator_plan(dataclasses.replace(cfg, aggregations=self.aggs), record, out, ["key"], bounded=False)
         self.engine = spark._jvm.eventtime.jvm.InProcess(json.dumps(spec))
         self.watermark = 0
         self.seen = False

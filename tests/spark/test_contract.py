@@ -60,7 +60,8 @@ def test_the_operator_finds_every_output_column_where_python_puts_it(spark):
     from pyspark.sql import types as T
 
     from eventtime.core.config import EngineConfig
-    from eventtime.spark.aggregate import C_REC, engine_spec, output_schema
+    from eventtime.spark.aggregate import C_REC, output_schema
+    from eventtime.spark.plan import operator_plan
 
     window = eventtime.Tumbling("1 minute")
     aggs = (eventtime.count(), eventtime.sum("v"), eventtime.mean("v"), eventtime.first("v"))
@@ -68,7 +69,7 @@ def test_the_operator_finds_every_output_column_where_python_puts_it(spark):
     pane = {"count": "count", "sum_v": "sum_v", "mean_v": "mean_v", "mean_v/a": "mean_v__sum", "mean_v/b": "mean_v__n",
             "first_v": "first_v", "first_v/a": "first_v__ms"}
     out = output_schema([record["k"]], [T.StructField(name, T.LongType()) for name in dict.fromkeys(pane.values())])
-    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(engine_spec(EngineConfig(window, aggs), record, out, ["k"],
+    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(operator_plan(EngineConfig(window, aggs), record, out, ["k"],
                                                                 bounded=False)))
     positions = json.loads(spark._jvm.eventtime.jvm.InProcess.outputPositions(spec))
     names = [*out.names, C_REC]
@@ -87,13 +88,14 @@ def test_the_running_maximum_is_one_rule_in_both_languages(spark, bound_ms):
     from pyspark.sql import types as T
 
     from eventtime.core.config import EngineConfig
-    from eventtime.spark.aggregate import engine_spec, output_schema
+    from eventtime.spark.aggregate import output_schema
+    from eventtime.spark.plan import operator_plan
 
     config = EngineConfig(eventtime.Tumbling("1 minute"), (eventtime.count(),),
                           max_out_of_orderness_ms=dt.timedelta(milliseconds=bound_ms))
     record = T.StructType([T.StructField("k", T.StringType())])
     out = output_schema([record["k"]], [T.StructField("count", T.LongType())])
-    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(engine_spec(config, record, out, ["k"], bounded=False)))
+    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(operator_plan(config, record, out, ["k"], bounded=False)))
     end = LONGS["END_OF_INPUT_MS"]
     for w in (-1, 0, 1, 59_999, 1_700_000_000_000, end - 1, end):
         assert spec.runningMax(w) == watermark.running_max_ms(w, bound_ms), w

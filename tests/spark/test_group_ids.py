@@ -14,7 +14,8 @@ import collections
 import pytest
 from pyspark.sql import functions as F
 
-from eventtime.spark.aggregate import NUM_BUCKETS, ensure_engine
+from eventtime.spark.aggregate import ensure_engine
+from eventtime.spark.plan import NUM_BUCKETS
 
 pytestmark = pytest.mark.spark
 

@@ -153,14 +153,15 @@ def test_jvm_window_arithmetic_is_the_python_rules(spark, params, timestamps, wa
     from eventtime import Sliding, Tumbling
     from eventtime.core.config import EngineConfig
     from eventtime.core.trigger import is_expired
-    from eventtime.spark.aggregate import engine_spec, output_schema
+    from eventtime.spark.aggregate import output_schema
+    from eventtime.spark.plan import operator_plan
 
     size, slide, offset, lateness = params
     window = Tumbling(size, offset=offset) if slide == size else Sliding(size, slide, offset=offset)
     config = EngineConfig(window, allowed_lateness_ms=lateness)
     record = T.StructType([T.StructField("key", T.StringType())])
     spec = spark._jvm.eventtime.jvm.Spec(json.dumps(
-        engine_spec(config, record, output_schema([record["key"]], [T.StructField("count", T.LongType())]), ["key"],
+        operator_plan(config, record, output_schema([record["key"]], [T.StructField("count", T.LongType())]), ["key"],
                     bounded=False)))
     calls = _Calls(spark, spec)
     for ts in timestamps:
@@ -201,14 +202,15 @@ def test_jvm_calendar_arithmetic_is_the_python_rules(spark, params, offsets, wat
     from eventtime import Calendar
     from eventtime.core.config import EngineConfig
     from eventtime.core.trigger import is_expired
-    from eventtime.spark.aggregate import engine_spec, output_schema
+    from eventtime.spark.aggregate import output_schema
+    from eventtime.spark.plan import operator_plan
 
     unit, tz, week_start, lateness = params
     window = Calendar(unit, tz=tz, week_start=week_start)
     config = EngineConfig(window, allowed_lateness_ms=lateness)
     record = T.StructType([T.StructField("key", T.StringType())])
     spec = spark._jvm.eventtime.jvm.Spec(json.dumps(
-        engine_spec(config, record, output_schema([record["key"]], [T.StructField("count", T.LongType())]), ["key"],
+        operator_plan(config, record, output_schema([record["key"]], [T.StructField("count", T.LongType())]), ["key"],
                     bounded=False)))
     calls = _Calls(spark, spec)
     for offset in offsets:
@@ -343,13 +345,14 @@ def test_jvm_firing_rules_are_named_once_and_are_the_python_ones(spark, size, la
     from eventtime.core.config import EngineConfig
     from eventtime.core.trigger import END_OF_INPUT_MS, MAX_INSTANT_MS, cleanup_time, is_due, is_expired
     from eventtime.core.window import Window
-    from eventtime.spark.aggregate import engine_spec, output_schema
+    from eventtime.spark.aggregate import output_schema
+    from eventtime.spark.plan import operator_plan
 
     window = Tumbling(size)
     config = EngineConfig(window, allowed_lateness_ms=lateness)
     record = T.StructType([T.StructField("key", T.StringType())])
     spec = spark._jvm.eventtime.jvm.Spec(json.dumps(
-        engine_spec(config, record, output_schema([record["key"]], [T.StructField("count", T.LongType())]), ["key"],
+        operator_plan(config, record, output_schema([record["key"]], [T.StructField("count", T.LongType())]), ["key"],
                     bounded=False)))
     calls = _Calls(spark, spec)
     w = Window(start * size, start * size + size)
@@ -418,12 +421,13 @@ def test_a_session_row_folds_on_the_map_side_only_while_its_own_session_is_live(
     from eventtime.core.config import EngineConfig
     from eventtime.core.trigger import cleanup_time, is_expired
     from eventtime.core.window import Window
-    from eventtime.spark.aggregate import engine_spec, output_schema
+    from eventtime.spark.aggregate import output_schema
+    from eventtime.spark.plan import operator_plan
 
     config = EngineConfig(Session(gap), allowed_lateness_ms=lateness)
     record = T.StructType([T.StructField("key", T.StringType())])
     spec = spark._jvm.eventtime.jvm.Spec(json.dumps(
-        engine_spec(config, record, output_schema([record["key"]], [T.StructField("count", T.LongType())]), ["key"],
+        operator_plan(config, record, output_schema([record["key"]], [T.StructField("count", T.LongType())]), ["key"],
                     bounded=False)))
     calls = _Calls(spark, spec)
     own = Window(ts, ts + gap)

@@ -170,10 +170,11 @@ def test_a_text_key_lands_in_the_same_bucket_as_utf8_bytes_and_as_a_java_string(
     from pyspark.sql import types as T
 
     from eventtime.core.config import EngineConfig
-    from eventtime.spark.aggregate import engine_spec, output_schema
+    from eventtime.spark.aggregate import output_schema
+    from eventtime.spark.plan import operator_plan
 
     record = T.StructType([T.StructField("key", T.StringType())])
-    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(engine_spec(
+    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(operator_plan(
         EngineConfig(eventtime.Tumbling(10_000)), record,
         output_schema([record["key"]], [T.StructField("count", T.LongType())]), ["key"], bounded=False)))
     rng = random.Random(41)
@@ -195,7 +196,7 @@ def test_the_map_side_table_folds_as_accumulators_kept_apart(spark, numeric, tex
     from pyspark.sql import types as T
 
     from eventtime.core.config import EngineConfig
-    from eventtime.spark.aggregate import engine_spec
+    from eventtime.spark.plan import operator_plan
     from eventtime.spark.output import agg_type, output_schema, pane_fields
 
     fields = {"n": T.LongType(), "x": T.DoubleType(), "dec": T.DecimalType(12, 2)}
@@ -206,7 +207,7 @@ def test_the_map_side_table_folds_as_accumulators_kept_apart(spark, numeric, tex
         aggregations += [eventtime.min("x"), eventtime.last("n"), eventtime.sum("dec")]
     config = EngineConfig(eventtime.Tumbling(60_000), aggregations=aggregations)
     columns = [f for a in aggregations for f in pane_fields(a, agg_type(a, record), record)]
-    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(engine_spec(
+    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(operator_plan(
         config, record, output_schema([record["key"]], columns), ["key"], bounded=False)))
     differ, entries = spark._jvm.eventtime.jvm.InProcess.partialsCheck(spec, 43, 60_000, 800, text)
     assert entries > 30_000

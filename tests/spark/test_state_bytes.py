@@ -15,7 +15,8 @@ from pyspark.sql import types as T
 
 from eventtime import Tumbling, count, first, min, sum
 from eventtime.core.config import EngineConfig
-from eventtime.spark.aggregate import agg_type, engine_spec, ensure_engine, output_schema
+from eventtime.spark.aggregate import agg_type, ensure_engine, output_schema
+from eventtime.spark.plan import operator_plan
 
 pytestmark = pytest.mark.spark
 
@@ -39,7 +40,7 @@ def jvm_spec(spark):
     window = Tumbling("1 minute")
     config = EngineConfig(window, aggs)
     out = output_schema([record["key"]], [T.StructField(a.name, agg_type(a, record)) for a in aggs])
-    spec = engine_spec(config, record, out, ["key"], bounded=False)
+    spec = operator_plan(config, record, out, ["key"], bounded=False)
     return spark._jvm, spark._jvm.eventtime.jvm.Spec(json.dumps(spec))
 
 

@@ -227,19 +227,19 @@ public final class InProcess {
       String method = call.get(0).asText();
       long a = call.get(1).asLong();
       switch (method) {
-        case "sliceOf": out.add(spec.sliceOf(a)); break;
-        case "firstWindowOf": out.add(spec.firstWindowOf(a)); break;
-        case "maxTs": out.add(spec.maxTs(a)); break;
-        case "windowEnd": out.add(spec.windowEnd(a)); break;
-        case "lastWindowEnd": out.add(spec.lastWindowEnd(a)); break;
-        case "isLive": out.add(spec.isLive(a, call.get(2).asLong())); break;
-        case "foldable": out.add(spec.foldable(a, call.get(2).asLong())); break;
-        case "isDue": out.add(spec.isDue(a, call.get(2).asLong())); break;
-        case "isExpired": out.add(spec.isExpired(a, call.get(2).asLong())); break;
-        case "cleanupTime": out.add(spec.cleanupTime(a)); break;
+        case "sliceOf": out.add(spec.sliced.sliceOf(a)); break;
+        case "firstWindowOf": out.add(spec.sliced.firstWindowOf(a)); break;
+        case "maxTs": out.add(spec.sliced.maxTs(a)); break;
+        case "windowEnd": out.add(spec.sliced.windowEnd(a)); break;
+        case "lastWindowEnd": out.add(spec.sliced.lastWindowEnd(a)); break;
+        case "isLive": out.add(spec.trigger.isLive(a, call.get(2).asLong())); break;
+        case "foldable": out.add(spec.trigger.foldable(a, call.get(2).asLong())); break;
+        case "isDue": out.add(Trigger.isDue(a, call.get(2).asLong())); break;
+        case "isExpired": out.add(spec.trigger.isExpired(a, call.get(2).asLong())); break;
+        case "cleanupTime": out.add(spec.trigger.cleanupTime(a)); break;
         case "windowsOfSlice": {
           ArrayNode starts = out.addArray();
-          for (long start : spec.windowsOfSlice(a)) starts.add(start);
+          for (long start : spec.sliced.windowsOfSlice(a)) starts.add(start);
           break;
         }
         default: throw new IllegalArgumentException("InProcess.arithmetic: no method " + method);

@@ -29,6 +29,11 @@ final class BinaryRows extends StatefulProcessor<Row, Row, byte[]> {
     this.operatorType = operatorType;
   }
 
+  /** The plan the operator was read from. */
+  String plan() {
+    return operator.spec.json;
+  }
+
   @Override
   public void init(OutputMode outputMode, TimeMode timeMode) {
     operator.setHandle(getHandle());

@@ -56,9 +56,9 @@ final class Bucket {
     if (due != null) return due.next();
     long next = Long.MAX_VALUE;
     for (long ws : windows) {
-      long end = spec.windowEnd(ws);
-      if (!spec.finalOnly && !spec.isDue(end, w)) next = Math.min(next, Spec.maxTimestamp(end));
-      if (!spec.isExpired(end, w)) next = Math.min(next, spec.cleanupTime(end));
+      long end = spec.sliced.windowEnd(ws);
+      if (!spec.finalOnly && !Trigger.isDue(end, w)) next = Math.min(next, Trigger.maxTimestamp(end));
+      if (!spec.trigger.isExpired(end, w)) next = Math.min(next, spec.trigger.cleanupTime(end));
     }
     return next;
   }

@@ -4,6 +4,8 @@ import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.TransformWithState;
 import org.apache.spark.sql.expressions.UserDefinedFunction;
 import org.apache.spark.sql.functions;
 import org.apache.spark.sql.streaming.OutputMode;
@@ -16,7 +18,7 @@ public final class Engine {
   private Engine() {}
 
   /**
-   * The operator output of {@code input} (layout: see {@link Layout}) for the JSON spec: one
+   * The operator output of {@code input} (layout: see {@link Layout}) for the plan document: one
    * struct column {@code et__out} of {@code spec.outputType}, whose fields the caller selects.
    */
   public static Dataset<Row> apply(Dataset<Row> input, String specJson) {
@@ -47,6 +49,22 @@ public final class Engine {
             Encoders.BINARY());
     Dataset<Row> operated = out.select(RowBytes.column(out.col("value"), spec.outputType).alias("et__out"));
     return invalidBeside ? operated.union(InvalidRecords.of(source, spec)) : operated;
+  }
+
+  /**
+   * The plan document of each eventtime operator in {@code df}'s plan (eventtime/plan.schema.json):
+   * how {@code route} reads back the operator's configuration from the DataFrame it is given.
+   */
+  public static java.util.List<String> plansOf(Dataset<?> df) {
+    java.util.List<String> found = new java.util.ArrayList<>();
+    collectPlans(df.queryExecution().analyzed(), found);
+    return found;
+  }
+
+  private static void collectPlans(LogicalPlan node, java.util.List<String> found) {
+    Object processor = node instanceof TransformWithState ? ((TransformWithState) node).statefulProcessor() : null;
+    if (processor instanceof BinaryRows) found.add(((BinaryRows) processor).plan());
+    for (LogicalPlan child : scala.jdk.javaapi.CollectionConverters.asJava(node.children())) collectPlans(child, found);
   }
 
   /** The map side alone (statistics, pass-through, map-side combine): the operator's input. */

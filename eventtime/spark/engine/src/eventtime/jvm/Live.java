@@ -35,6 +35,6 @@ final class Live implements UDF2<Long, Integer, Boolean> {
       attempt = tc.taskAttemptId();
       read = true;
     }
-    return watermark != null && spec.foldable(ms, watermark);
+    return watermark != null && spec.trigger.foldable(ms, watermark);
   }
 }

@@ -101,7 +101,7 @@ final class MapTask {
   }
 
   boolean foldable(Long ms) {
-    return ms != null && watermark != null && spec.foldable(ms, watermark);
+    return ms != null && watermark != null && spec.trigger.foldable(ms, watermark);
   }
 
   /** Counts a row (any class but control and tick) in its partition's statistics. */
@@ -122,7 +122,7 @@ final class MapTask {
   void fold(Object[] src, int k0, long ms) {
     int nk = spec.keyFields.length;
     if (!spec.session) {
-      partials.fold(src, k0, nk, spec.sliceOf(ms), ms);
+      partials.fold(src, k0, nk, spec.sliced.sliceOf(ms), ms);
       return;
     }
     int na = spec.aggKinds.length;

@@ -69,28 +69,22 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
   /** The watermark of this batch when the driver published it for this query and batch, else null. */
   static Long batchWatermark(Spec spec) {
     if (spec.bounded) return 0L;
-    TaskContext tc = TaskContext.get();
-    if (tc == null) return null;
-    String value = tc.getLocalProperty(spec.watermarkProperty);
-    String query = tc.getLocalProperty("sql.streaming.queryId");
-    String batch = tc.getLocalProperty("streaming.sql.batchId");
-    if (value == null || query == null || batch == null) return null;
-    String[] parts = value.split(":");
-    if (parts.length < 3 || !parts[0].equals(query) || !parts[1].equals(batch)) return null;
-    return Long.parseLong(parts[2]);
+    Long[] published = published(spec);
+    return published == null ? null : published[0];
   }
 
   /** The largest valid event time of the earlier batches, when the driver published it (else null). */
   static Long batchRunningMax(Spec spec) {
+    if (spec.bounded) return null;
+    Long[] published = published(spec);
+    return published == null ? null : published[1];
+  }
+
+  private static Long[] published(Spec spec) {
     TaskContext tc = TaskContext.get();
-    if (spec.bounded || tc == null) return null;
-    String value = tc.getLocalProperty(spec.watermarkProperty);
-    String query = tc.getLocalProperty("sql.streaming.queryId");
-    String batch = tc.getLocalProperty("streaming.sql.batchId");
-    if (value == null || query == null || batch == null) return null;
-    String[] parts = value.split(":");
-    if (parts.length != 4 || !parts[0].equals(query) || !parts[1].equals(batch) || parts[3].isEmpty()) return null;
-    return Long.parseLong(parts[3]);
+    if (tc == null) return null;
+    return Spec.batchWatermark(tc.getLocalProperty(spec.watermarkProperty), tc.getLocalProperty("sql.streaming.queryId"),
+        tc.getLocalProperty("streaming.sql.batchId"));
   }
 
   @Override

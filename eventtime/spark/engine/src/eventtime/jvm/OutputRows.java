@@ -50,7 +50,7 @@ final class OutputRows {
 
   /** A late record of a fixed window: from its first window's start to its last window's end. */
   Row lateRecord(Row r, long ts, long watermark) {
-    return lateRecord(r, ts, watermark, Contract.TOO_LATE, spec.firstWindowOf(ts), spec.lastWindowEnd(ts));
+    return lateRecord(r, ts, watermark, Contract.TOO_LATE, spec.sliced.firstWindowOf(ts), spec.sliced.lastWindowEnd(ts));
   }
 
   /** A record too late (reason) for the windows it belongs to that span [ws, we). */

@@ -14,10 +14,10 @@ final class SessionPartials {
 
   /** The accumulators of the partial session a row at ts joins (its own [ts, ts + gap) merged in). */
   Acc[] add(Spec spec, long ts, int na) {
-    long s = ts, e = spec.ownSessionEnd(ts);
+    long s = ts, e = spec.sessions.ownSessionEnd(ts);
     int into = -1;
     for (int i = 0; i < n; i++) {
-      if (!Spec.sessionsOverlap(s, e, starts[i], ends[i])) continue;
+      if (!SessionWindows.overlap(s, e, starts[i], ends[i])) continue;
       s = Math.min(s, starts[i]);
       e = Math.max(e, ends[i]);
       if (into < 0) {

@@ -118,8 +118,8 @@ final class Sessions {
   long nextEvent() {
     long next = Long.MAX_VALUE;
     for (Sess s : byStart.values()) {
-      if (!spec.finalOnly && !s.fired) next = Math.min(next, Spec.maxTimestamp(s.end));
-      next = Math.min(next, spec.cleanupTime(s.end));
+      if (!spec.finalOnly && !s.fired) next = Math.min(next, Trigger.maxTimestamp(s.end));
+      next = Math.min(next, spec.trigger.cleanupTime(s.end));
     }
     return next;
   }
@@ -147,10 +147,10 @@ final class Sessions {
     boolean changed = false;
     for (Iterator<Sess> it = byStart.values().iterator(); it.hasNext(); ) {
       Sess s = it.next();
-      boolean expired = spec.isExpired(s.end, watermark);
+      boolean expired = spec.trigger.isExpired(s.end, watermark);
       if (spec.finalOnly) {
         if (expired) emitPane(s, Contract.FINAL, true, emit);
-      } else if (!s.fired && spec.isDue(s.end, watermark)) {
+      } else if (!s.fired && Trigger.isDue(s.end, watermark)) {
         emitPane(s, Contract.ON_TIME, expired, emit);
         changed = true;
       }
@@ -177,7 +177,7 @@ final class Sessions {
       Row r = rows.get(j);
       ts[j] = r.getLong(lay.ms);
       partial[j] = r.getInt(lay.cls) == Layout.PARTIAL;
-      te[j] = partial[j] ? r.getLong(lay.tmax) : spec.ownSessionEnd(ts[j]);
+      te[j] = partial[j] ? r.getLong(lay.tmax) : spec.sessions.ownSessionEnd(ts[j]);
     }
     // items: live sessions (index >= 0 into sessions) and rows (~j), ordered by start
     List<Sess> live = new ArrayList<>(byStart.values());
@@ -196,7 +196,7 @@ final class Sessions {
         int item = order[k];
         long s = item >= 0 ? live.get(item).start : ts[~item];
         long e = item >= 0 ? live.get(item).end : te[~item];
-        if (k > i && !Spec.sessionsOverlap(cs, ce, s, e)) break;
+        if (k > i && !SessionWindows.overlap(cs, ce, s, e)) break;
         cs = Math.min(cs, s);
         ce = Math.max(ce, e);
         if (item >= 0) members.add(live.get(item));
@@ -205,7 +205,7 @@ final class Sessions {
       }
       i = k;
       if (mine.isEmpty()) continue;
-      if (members.isEmpty() && spec.isExpired(ce, watermark)) {
+      if (members.isEmpty() && spec.trigger.isExpired(ce, watermark)) {
         for (int j : mine) {
           if (partial[j]) {
             throw new IllegalStateException("eventtime: a map-side partial session [" + ts[j] + ", " + te[j]
@@ -247,7 +247,7 @@ final class Sessions {
     }
     if (!spec.finalOnly) {
       for (Sess s : touched) {
-        if (spec.isDue(s.end, watermark)) emitPane(s, Contract.LATE, false, emit);
+        if (Trigger.isDue(s.end, watermark)) emitPane(s, Contract.LATE, false, emit);
       }
     }
   }

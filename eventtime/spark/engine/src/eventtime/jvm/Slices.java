@@ -74,7 +74,7 @@ final class Slices {
    */
   private Acc[] window(TreeMap<Long, Acc[]> from, long ws) {
     Acc[] only = null, acc = null;
-    for (Map.Entry<Long, Acc[]> s : from.subMap(ws, true, spec.windowEnd(ws), false).entrySet()) {
+    for (Map.Entry<Long, Acc[]> s : from.subMap(ws, true, spec.sliced.windowEnd(ws), false).entrySet()) {
       if (from == slices) readBuffers(s.getKey(), s.getValue());
       if (only == null) {
         only = s.getValue();
@@ -124,7 +124,7 @@ final class Slices {
 
   /** A slice is expired with the last window that holds it. */
   static boolean isExpired(Spec spec, long slice, long watermark) {
-    return spec.isExpired(spec.windowEnd(spec.lastWindowOfSlice(slice)), watermark);
+    return spec.trigger.isExpired(spec.sliced.windowEnd(spec.sliced.lastWindowOfSlice(slice)), watermark);
   }
 
   // --- encoding ------------------------------------------------------------------------------
@@ -135,7 +135,7 @@ final class Slices {
     int ns = (int) in.readVarLong();
     long start = 0;
     for (int s = 0; s < ns; s++) {
-      start = s == 0 ? in.readVarLong() : start + in.readVarLong() * spec.sliceMs;
+      start = s == 0 ? in.readVarLong() : start + in.readVarLong() * spec.sliced.sliceMs();
       Acc[] accs = new Acc[na];
       for (int i = 0; i < na; i++) {
         if (spec.kinds[i] == Spec.SQL) {  // its count here, its buffer in the slice's entry
@@ -163,7 +163,7 @@ final class Slices {
     long previous = 0;
     boolean first = true;
     for (Map.Entry<Long, Acc[]> e : slices.entrySet()) {
-      out.writeVarLong(first ? e.getKey() : (e.getKey() - previous) / spec.sliceMs);
+      out.writeVarLong(first ? e.getKey() : (e.getKey() - previous) / spec.sliced.sliceMs());
       previous = e.getKey();
       first = false;
       Acc[] accs = e.getValue();
@@ -191,18 +191,18 @@ final class Slices {
     if (watermark <= wPrev) return false;
     boolean changed = false;
     TreeSet<Long> starts = new TreeSet<>();
-    for (long s : slices.keySet()) starts.addAll(spec.windowsOfSlice(s));
+    for (long s : slices.keySet()) starts.addAll(spec.sliced.windowsOfSlice(s));
     for (long ws : starts) {
-      long end = spec.windowEnd(ws);
+      long end = spec.sliced.windowEnd(ws);
       if (spec.finalOnly) {
-        if (!spec.isExpired(end, wPrev) && spec.isExpired(end, watermark)) {
+        if (!spec.trigger.isExpired(end, wPrev) && spec.trigger.isExpired(end, watermark)) {
           Acc[] acc = window(slices, ws);
           if (acc != null) emit.pane(ws, Contract.FINAL, 0, true, acc);
         }
-      } else if (!spec.isDue(end, wPrev) && spec.isDue(end, watermark)) {
+      } else if (!Trigger.isDue(end, wPrev) && Trigger.isDue(end, watermark)) {
         Acc[] acc = window(slices, ws);
         if (acc == null) continue;
-        boolean fin = spec.isExpired(end, watermark);
+        boolean fin = spec.trigger.isExpired(end, watermark);
         emit.pane(ws, Contract.ON_TIME, 0, fin, acc);
         if (!fin) {
           panes.put(ws, 1L);
@@ -210,7 +210,7 @@ final class Slices {
         }
       }
     }
-    changed |= panes.entrySet().removeIf(e -> spec.isExpired(spec.windowEnd(e.getKey()), watermark));
+    changed |= panes.entrySet().removeIf(e -> spec.trigger.isExpired(spec.sliced.windowEnd(e.getKey()), watermark));
     changed |= slices.entrySet().removeIf(e -> {
       if (!isExpired(spec, e.getKey(), watermark)) return false;
       if (buffers != null) {
@@ -259,9 +259,9 @@ final class Slices {
     if (added == null) return;
     TreeSet<Long> due = new TreeSet<>();
     for (long s : added.keySet()) {
-      for (long ws : spec.windowsOfSlice(s)) {
-        long end = spec.windowEnd(ws);
-        if (spec.isDue(end, watermark) && !spec.isExpired(end, watermark)) due.add(ws);
+      for (long ws : spec.sliced.windowsOfSlice(s)) {
+        long end = spec.sliced.windowEnd(ws);
+        if (Trigger.isDue(end, watermark) && !spec.trigger.isExpired(end, watermark)) due.add(ws);
       }
     }
     for (long ws : due) {

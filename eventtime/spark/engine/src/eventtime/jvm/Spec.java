@@ -3,39 +3,26 @@ package eventtime.jvm;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.Serializable;
-import java.time.DayOfWeek;
-import java.time.Instant;
-import java.time.LocalDate;
-import java.time.ZoneId;
-import java.time.temporal.TemporalAdjusters;
-import java.util.ArrayList;
-import java.util.List;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * Everything the JVM engine needs, parsed from the JSON the Python adapter writes
- * (eventtime/spark/aggregate.py). Window arithmetic follows eventtime/core/window.py exactly
- * (held to it by tests/spark/test_operator_inprocess.py): fixed windows start at offset + k *
- * slide and are half-open [start, start + size); calendar windows run from local midnight to
- * local midnight in a zone, and each is its own slice.
+ * Everything the JVM engine needs, read from the operator's plan document the Python side
+ * builds (eventtime/plan.schema.json, eventtime/spark/plan.py): the windows ({@link
+ * WindowAssigner}), the firing rules ({@link Trigger}), the aggregations and the row types.
  */
 public final class Spec implements Serializable {
   private static final long serialVersionUID = 1L;
 
-
-  public final long sizeMs, slideMs, offsetMs, latenessMs, sliceMs;
-  /** Calendar windows (local day / week / month in {@link #zone}) instead of a fixed grid. */
-  public final boolean calendar;
-  /** Session windows (merging, per key; see {@link Sessions}): records closer than gapMs. */
+  /** The windows ({@link WindowAssigner}): sliced (fixed grid, calendar) or merging (sessions); one of the two is null. */
+  final WindowAssigner window;
+  final SlicedAssigner sliced;
+  final SessionWindows sessions;
+  /** Session windows (merging, per key; see {@link Sessions}). */
   public final boolean session;
-  public final long gapMs;
-  public static final int DAY = 0, WEEK = 1, MONTH = 2;
-  private final int calendarUnit;
-  private final ZoneId zone;
-  private final DayOfWeek weekStart;
-  /** The last calendar window computed, {start, end}: consecutive rows mostly share one. */
-  private transient volatile long[] lastCalendarWindow;
+  /** The firing rules (allowed lateness: latenessMs). */
+  final Trigger trigger;
+  public final long latenessMs;
   /** Invalid records beside the operator ({@link InvalidRecords}); a record too late for some windows reported (PARTLY_LATE). */
   public final boolean finalOnly, discarding, bounded, splitInvalid, reportPartlyLate;
   /** Positions, in the record struct, of the key columns and of each aggregation's input (-1: none). */
@@ -67,7 +54,7 @@ public final class Spec implements Serializable {
   public final String planId = java.util.UUID.randomUUID().toString();
   /** The operator output: kind, keys, window fields, aggregations, record fields, et__rec. */
   public final StructType outputType;
-  /** Local property carrying "queryId:batchId:watermark" for the map-side combine. */
+  /** Local property carrying the batch's watermark for the map side ({@link #batchWatermark}). */
   public final String watermarkProperty;
   /** Number of hash buckets of the key (the operator's grouping key; fixed per checkpoint). */
   public final int buckets;
@@ -85,59 +72,52 @@ public final class Spec implements Serializable {
   /** Spark's cast of the record's event time to text, bound to field 0 of a one-field row (per task). */
   private transient org.apache.spark.sql.catalyst.expressions.Cast rawCast;
 
+  /** The plan document this spec was read from (eventtime/plan.schema.json; {@link Engine#plansOf}). */
+  public final String json;
+
+  /**
+   * Reads the operator's plan (eventtime/plan.schema.json), once: every field is required (the
+   * defaults live in Python), and a document of another version is refused.
+   */
   public Spec(String json) {
+    this.json = json;
     try {
-      JsonNode n = new ObjectMapper().readTree(json);
-      JsonNode w = n.get("window");
-      String type = w.get("type").asText();
-      calendar = Contract.WINDOW_CALENDAR.equals(type);
-      session = Contract.WINDOW_SESSION.equals(type);
-      gapMs = session ? w.get("gap_ms").asLong() : 0;
-      if (session) {
-        calendarUnit = -1;
-        zone = null;
-        weekStart = null;
-        sizeMs = slideMs = offsetMs = 0;
-        sliceMs = 1;
-      } else if (calendar) {
-        calendarUnit = java.util.Arrays.asList(Contract.UNIT_DAY, Contract.UNIT_WEEK, Contract.UNIT_MONTH).indexOf(w.get("unit").asText());
-        if (calendarUnit < 0) throw new IllegalArgumentException("eventtime: unknown calendar unit " + w.get("unit"));
-        zone = ZoneId.of(w.get("tz").asText());
-        weekStart = w.has("week_start") ? DayOfWeek.valueOf(w.get("week_start").asText().toUpperCase(java.util.Locale.ROOT)) : DayOfWeek.MONDAY;
-        sizeMs = slideMs = offsetMs = 0;
-        sliceMs = 1; // slice starts are stored as deltas of sliceMs
-      } else {
-        calendarUnit = -1;
-        zone = null;
-        weekStart = null;
-        sizeMs = w.get("size_ms").asLong();
-        slideMs = Contract.WINDOW_SLIDING.equals(type) ? w.get("slide_ms").asLong() : sizeMs;
-        offsetMs = w.get("offset_ms").asLong();
-        sliceMs = gcd(sizeMs, slideMs);
+      JsonNode plan = new ObjectMapper().readTree(json);
+      int version = field(plan, "version", "plan").asInt(-1);
+      if (version != Contract.PLAN_VERSION) {
+        throw new IllegalArgumentException("eventtime: the operator's plan has version " + plan.get("version")
+            + ", this engine reads version " + Contract.PLAN_VERSION + " (the Python package and the engine jar differ)");
       }
-      latenessMs = n.get("allowed_lateness_ms").asLong();
-      finalOnly = Contract.FINAL_ONLY.equals(n.get("emit").asText());
-      discarding = Contract.DISCARDING.equals(n.get("accumulation").asText());
-      bounded = n.get("bounded").asBoolean();
-      splitInvalid = n.path("split_invalid").asBoolean(false);
-      reportPartlyLate = n.has("report_partly_late") && n.get("report_partly_late").asBoolean();
-      watermarkProperty = n.get("watermark_property").asText();
-      buckets = n.get("buckets").asInt();
+      JsonNode n = field(plan, "config", "plan"), in = field(plan, "input", "plan"), run = field(plan, "run", "plan");
+      window = WindowAssigner.read(field(n, "window", "config"));
+      sliced = window instanceof SlicedAssigner ? (SlicedAssigner) window : null;
+      sessions = window instanceof SessionWindows ? (SessionWindows) window : null;
+      session = sessions != null;
+      latenessMs = field(n, "allowed_lateness_ms", "config").asLong();
+      finalOnly = Contract.FINAL_ONLY.equals(field(n, "emit", "config").asText());
+      discarding = Contract.DISCARDING.equals(field(n, "accumulation", "config").asText());
+      reportPartlyLate = field(n, "report_partly_late", "config").asBoolean();
+      trigger = new Trigger(window, latenessMs, reportPartlyLate);
+      maxOutOfOrdernessMs = field(n, "max_out_of_orderness_ms", "config").asLong();
+      bounded = field(run, "bounded", "run").asBoolean();
+      splitInvalid = field(run, "split_invalid", "run").asBoolean();
+      watermarkProperty = field(run, "watermark_property", "run").asText();
+      buckets = field(run, "buckets", "run").asInt();
       if (buckets < 1 || buckets > Layout.MAX_BUCKETS) {
         throw new IllegalArgumentException("buckets must be 1.." + Layout.MAX_BUCKETS + ", got " + buckets);
       }
-      maxOutOfOrdernessMs = n.has("max_out_of_orderness_ms") ? n.get("max_out_of_orderness_ms").asLong() : 0;
-      eventTimeField = n.has("event_time_field") ? n.get("event_time_field").asInt() : -1;
-      sessionTimeZone = n.has("session_time_zone") ? n.get("session_time_zone").asText() : "UTC";
-      JsonNode wm = n.get("watermark");
-      publishedWatermark = !bounded && wm != null && Contract.PER_PARTITION.equals(wm.get("mode").asText());
-      recordType = (StructType) DataType.fromJson(n.get("record_type").asText());
-      outputType = (StructType) DataType.fromJson(n.get("output_type").asText());
-      JsonNode keys = n.get("key_fields");
+      eventTimeField = field(in, "event_time_field", "input").asInt();
+      sessionTimeZone = field(in, "session_time_zone", "input").asText();
+      JsonNode wm = field(n, "watermark", "config");
+      publishedWatermark = !bounded && Contract.PER_PARTITION.equals(field(wm, "mode", "config.watermark").asText());
+      recordType = (StructType) DataType.fromJson(field(in, "record_type", "input").asText());
+      outputType = (StructType) DataType.fromJson(field(plan, "output_type", "plan").asText());
+      JsonNode keys = field(in, "key_fields", "input");
       keyFields = new int[keys.size()];
       for (int i = 0; i < keyFields.length; i++) keyFields[i] = keys.get(i).asInt();
-      JsonNode aggs = n.get("aggregations");
+      JsonNode aggs = field(n, "aggregations", "config"), reads = field(in, "aggregations", "input");
       int a = aggs.size();
+      if (reads.size() != a) throw new IllegalArgumentException("eventtime: input.aggregations must match config.aggregations");
       aggKinds = new String[a];
       kinds = new int[a];
       aggNames = new String[a];
@@ -148,26 +128,61 @@ public final class Spec implements Serializable {
       sqlAggs = new SqlAggregate[a];
       aggMergeable = new boolean[a];
       for (int i = 0; i < a; i++) {
-        JsonNode g = aggs.get(i);
-        aggKinds[i] = g.get("kind").asText();
+        JsonNode g = aggs.get(i), r = reads.get(i);
+        String where = "config.aggregations[" + i + "]", read = "input.aggregations[" + i + "]";
+        aggKinds[i] = field(g, "kind", where).asText();
         kinds[i] = KIND_NAMES.indexOf(aggKinds[i]);
         if (kinds[i] < 0) throw new IllegalArgumentException("eventtime: unknown aggregation kind " + aggKinds[i]);
-        aggNames[i] = g.get("name").asText();
-        aggFields[i] = g.get("field").asInt();
-        aggIntegral[i] = g.get("integral").asBoolean();
-        aggDecimal[i] = g.get("decimal").asBoolean();
-        aggDecimalScale[i] = g.get("scale").asInt();
+        aggNames[i] = field(g, "name", where).asText();
+        aggFields[i] = field(r, "field", read).asInt();
+        aggIntegral[i] = field(r, "integral", read).asBoolean();
+        aggDecimal[i] = field(r, "decimal", read).asBoolean();
+        aggDecimalScale[i] = field(r, "scale", read).asInt();
+        aggMergeable[i] = field(r, "mergeable", read).asBoolean();
         if (kinds[i] == SQL) {
-          sqlAggs[i] = SqlAggregate.of(g.get("expression").asText(), recordType);
+          sqlAggs[i] = SqlAggregate.of(field(g, "expression", where).asText(), recordType);
           aggFields[i] = RECORD;
           hasSql = true;
-          aggMergeable[i] = g.has("mergeable") && g.get("mergeable").asBoolean();
         }
       }
     } catch (java.io.IOException e) {
-      throw new IllegalArgumentException("eventtime: cannot read the engine spec: " + e.getMessage(), e);
+      throw new IllegalArgumentException("eventtime: cannot read the operator's plan: " + e.getMessage(), e);
     }
   }
+
+  /** A required field of the plan, or an error naming it. */
+  static JsonNode field(JsonNode node, String name, String where) {
+    JsonNode value = node.get(name);
+    if (value == null || (value.isNull() && !name.endsWith("_signal"))) {
+      throw new IllegalArgumentException("eventtime: the operator's plan lacks " + where + "." + name);
+    }
+    return value;
+  }
+
+  /**
+   * A batch's watermark as the driver published it (plan.schema.json's batch_watermark): {W,
+   * W + B or null} when it is for {@code query} and {@code batch}, else null.
+   */
+  public static Long[] batchWatermark(String value, String query, String batch) {
+    if (value == null || query == null || batch == null) return null;
+    Object[] last = lastBatchWatermark;  // read once per batch, not once per bucket
+    JsonNode n;
+    if (last != null && last[0].equals(value)) {
+      n = (JsonNode) last[1];
+    } else {
+      try {
+        n = new ObjectMapper().readTree(value);
+      } catch (java.io.IOException e) {
+        throw new IllegalArgumentException("eventtime: cannot read the batch's watermark " + value, e);
+      }
+      lastBatchWatermark = new Object[] {value, n};
+    }
+    if (!query.equals(n.path("query_id").asText(null)) || !batch.equals(n.path("batch_id").asText(null))) return null;
+    JsonNode max = n.get("running_max_ms");
+    return new Long[] {n.get("watermark_ms").asLong(), max == null || max.isNull() ? null : max.asLong()};
+  }
+
+  private static volatile Object[] lastBatchWatermark;
 
   /**
    * The histogram bin of a delay (how far behind the running maximum a record arrived, ms):
@@ -241,159 +256,5 @@ public final class Spec implements Serializable {
       h ^= h >>> 33;
     }
     return (int) Math.floorMod(h, (long) buckets);
-  }
-
-  static long gcd(long a, long b) {
-    while (b != 0) {
-      long t = a % b;
-      a = b;
-      b = t;
-    }
-    return a;
-  }
-
-  public long lastStart(long ts, long step) {
-    return ts - Math.floorMod(ts - offsetMs, step);
-  }
-
-  /** {start, end} of the calendar window containing ts (local midnight to local midnight). */
-  private long[] calendarWindow(long ts) {
-    long[] last = lastCalendarWindow;
-    if (last != null && last[0] <= ts && ts < last[1]) return last;
-    LocalDate first = Instant.ofEpochMilli(ts).atZone(zone).toLocalDate();
-    LocalDate next;
-    if (calendarUnit == WEEK) {
-      first = first.with(TemporalAdjusters.previousOrSame(weekStart));
-      next = first.plusWeeks(1);
-    } else if (calendarUnit == MONTH) {
-      first = first.withDayOfMonth(1);
-      next = first.plusMonths(1);
-    } else {
-      next = first.plusDays(1);
-    }
-    // atStartOfDay: a midnight in a DST gap is the instant the gap starts; in an overlap the
-    // earlier of the two midnights (Python's fold=0 reads both the same way)
-    long[] window = {first.atStartOfDay(zone).toInstant().toEpochMilli(), next.atStartOfDay(zone).toInstant().toEpochMilli()};
-    lastCalendarWindow = window;
-    return window;
-  }
-
-  public long sliceOf(long ts) {
-    return calendar ? calendarWindow(ts)[0] : lastStart(ts, sliceMs);
-  }
-
-  /** End (exclusive) of the window starting at ws. */
-  public long windowEnd(long ws) {
-    return calendar ? calendarWindow(ws)[1] : ws + sizeMs;
-  }
-
-  /** Largest event time of the window starting at ws. */
-  public long maxTs(long ws) {
-    return maxTimestamp(windowEnd(ws));
-  }
-
-  /** Starts of the windows containing the whole slice, ascending. */
-  public List<Long> windowsOfSlice(long sliceStart) {
-    if (calendar) return java.util.Collections.singletonList(sliceStart);
-    List<Long> starts = new ArrayList<>(4);
-    long first = lastStart(sliceStart, slideMs);
-    while (first - slideMs + sizeMs > sliceStart) first -= slideMs;
-    for (long s = first; s <= sliceStart; s += slideMs) {
-      if (s + sizeMs > sliceStart) starts.add(s);
-    }
-    return starts;
-  }
-
-  /** Start of the last window of a slice (the one that expires last). */
-  public long lastWindowOfSlice(long sliceStart) {
-    return calendar ? sliceStart : lastStart(sliceStart, slideMs);
-  }
-
-  /** End of the last window containing ts (the one that expires last). */
-  public long lastWindowEnd(long ts) {
-    return calendar ? calendarWindow(ts)[1] : lastStart(ts, slideMs) + sizeMs;
-  }
-
-  // --- the firing rules (eventtime/core/trigger.py), each written once; a window is given by
-  // its end (exclusive), whatever its kind (fixed, calendar, session) -----------------------
-
-  /** A window's max timestamp m = end - 1, the largest event time in [start, end). */
-  public static long maxTimestamp(long end) {
-    return end - 1;
-  }
-
-  /** A window is due (its ON_TIME pane fires) once its max timestamp end - 1 <= W. */
-  public boolean isDue(long end, long watermark) {
-    return maxTimestamp(end) <= watermark;
-  }
-
-  /**
-   * When a window expires: m + L, its max timestamp end - 1 plus the allowed lateness;
-   * Long.MAX_VALUE when that overflows (past END_OF_INPUT_MS: never, as in the Python rules).
-   */
-  public long cleanupTime(long end) {
-    long m = maxTimestamp(end);
-    long t = m + latenessMs;
-    return t >= m ? t : Long.MAX_VALUE;
-  }
-
-  /** A window is expired (its state purged, new records late) once m + L = cleanupTime(end) <= W. */
-  public boolean isExpired(long end, long watermark) {
-    return cleanupTime(end) <= watermark;
-  }
-
-  /** A record is live (not too late) while its last window has not expired. */
-  public boolean isLive(long ts, long watermark) {
-    return !isExpired(lastWindowEnd(ts), watermark);
-  }
-
-  /**
-   * A live record is partly late when its first window has expired (windows expire in order of
-   * their ends, so the ones it misses come first): reported only when asked (reportPartlyLate).
-   */
-  public boolean isPartlyLate(long ts, long watermark) {
-    return reportPartlyLate && !session && !calendar && slideMs < sizeMs
-        && isExpired(firstWindowOf(ts) + sizeMs, watermark);
-  }
-
-  /** End of the last expired window of a partly late record: its missed windows span [firstWindowOf(ts), this). */
-  public long lastExpiredWindowEnd(long ts, long watermark) {
-    long end = firstWindowOf(ts) + sizeMs;
-    while (isExpired(end + slideMs, watermark)) end += slideMs;
-    return end;
-  }
-
-  /** Session windows: the end of a record's own session [ts, ts + gap), before it merges with any other. */
-  public long ownSessionEnd(long ts) {
-    return ts + gapMs;
-  }
-
-  /** Session windows: two sessions merge when they overlap (half-open: touching is not overlapping). */
-  public static boolean sessionsOverlap(long start, long end, long otherStart, long otherEnd) {
-    return start < otherEnd && otherStart < end;
-  }
-
-  /** Session windows: the width of the time slots of the bucket's due index ({@link DueIndex}). */
-  public long dueSlotMs() {
-    return Math.max(1, (gapMs + latenessMs) / 64);
-  }
-
-  /**
-   * Whether the map-side combine may fold a data row at ts under the batch's watermark: it is
-   * live and not partly late (a record the operator reports). A session row when its own session
-   * [ts, ts + gap) has not expired: whatever it merges with ends no earlier, so it is never late
-   * (a row whose own session expired may still join a live one: the operator judges it).
-   */
-  public boolean foldable(long ts, long watermark) {
-    if (session) return ts <= Long.MAX_VALUE - gapMs && !isExpired(ownSessionEnd(ts), watermark);
-    return isLive(ts, watermark) && !isPartlyLate(ts, watermark);
-  }
-
-  /** Start of the first window containing ts. */
-  public long firstWindowOf(long ts) {
-    if (calendar) return calendarWindow(ts)[0];
-    long last = lastStart(ts, slideMs);
-    long first = last - ((sizeMs - 1) / slideMs) * slideMs;
-    return first + sizeMs > ts ? first : first + slideMs;
   }
 }

@@ -40,7 +40,7 @@ import scala.jdk.javaapi.CollectionConverters;
  */
 public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   private static final long serialVersionUID = 1L;
-  private final Spec spec;
+  final Spec spec;
   private transient Layout lay;
   private transient OutputRows rowsOut;
   private transient InterpretedState state; // makes and calls the state variables, touches the timers
@@ -94,7 +94,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
   }
 
   private DueIndex newDueIndex() {
-    return spec.session ? new DueIndex(dueChunks, spec.dueSlotMs()) : null;
+    return spec.session ? new DueIndex(dueChunks, spec.trigger.dueSlotMs()) : null;
   }
 
   private void saveMeta(Bucket m) {
@@ -111,7 +111,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
 
   /** The panes of a key's fixed windows, as output rows carrying W. */
   private Slices.Emit panes(Row key, long watermark, List<Row> out) {
-    return (ws, timing, index, fin, acc) -> out.add(rowsOut.pane(key, ws, spec.windowEnd(ws), timing, index, fin, acc, watermark, null));
+    return (ws, timing, index, fin, acc) -> out.add(rowsOut.pane(key, ws, spec.sliced.windowEnd(ws), timing, index, fin, acc, watermark, null));
   }
 
   // --- the bucket: catch-up sweep and timer --------------------------------------------------
@@ -153,7 +153,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
         Slices st = Slices.decode(spec, lay.na, e._2(), buffersOf(e._1()));
         if (st.sweep(m.w, watermark, panes(e._1(), watermark, out))) store(e._1(), st);
       }
-      m.windows.removeIf(ws -> spec.isExpired(spec.windowEnd(ws), watermark));
+      m.windows.removeIf(ws -> spec.trigger.isExpired(spec.sliced.windowEnd(ws), watermark));
     }
     m.w = watermark;
   }
@@ -275,15 +275,15 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
       boolean created;
       if (cls == Layout.DATA) {
         long ts = r.getLong(lay.ms);
-        if (!spec.isLive(ts, watermark)) {
+        if (!spec.trigger.isLive(ts, watermark)) {
           out.add(rowsOut.lateRecord(r, ts, watermark));
           continue;
         }
-        if (spec.isPartlyLate(ts, watermark)) {
-          out.add(rowsOut.lateRecord(r, ts, watermark, Contract.PARTLY_LATE, spec.firstWindowOf(ts),
-              spec.lastExpiredWindowEnd(ts, watermark)));
+        if (spec.trigger.isPartlyLate(ts, watermark)) {
+          out.add(rowsOut.lateRecord(r, ts, watermark, Contract.PARTLY_LATE, spec.sliced.firstWindowOf(ts),
+              spec.trigger.lastExpiredWindowEnd(ts, watermark)));
         }
-        slice = spec.sliceOf(ts);
+        slice = spec.sliced.sliceOf(ts);
         if (st == null) st = load(key, id, wPrev, watermark, out);
         created = st.addRecord(slice, r.getStruct(lay.rec), ts);
       } else if (cls == Layout.PARTIAL) {
@@ -299,7 +299,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
       } else {
         continue;
       }
-      if (created) m.windows.addAll(spec.windowsOfSlice(slice));
+      if (created) m.windows.addAll(spec.sliced.windowsOfSlice(slice));
     }
     if (st == null) {
       // only late records: the key still needs its catch-up sweep

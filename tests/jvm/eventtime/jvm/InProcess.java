@@ -229,7 +229,7 @@ public final class InProcess {
       switch (method) {
         case "sliceOf": out.add(spec.sliced.sliceOf(a)); break;
         case "firstWindowOf": out.add(spec.sliced.firstWindowOf(a)); break;
-        case "maxTs": out.add(spec.sliced.maxTs(a)); break;
+        case "maxTs": out.add(Trigger.maxTimestamp(spec.sliced.windowEnd(a))); break;
         case "windowEnd": out.add(spec.sliced.windowEnd(a)); break;
         case "lastWindowEnd": out.add(spec.sliced.lastWindowEnd(a)); break;
         case "isLive": out.add(spec.trigger.isLive(a, call.get(2).asLong())); break;

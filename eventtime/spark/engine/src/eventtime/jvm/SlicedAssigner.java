@@ -41,9 +41,4 @@ abstract class SlicedAssigner extends WindowAssigner {
 
   /** Start of the window after the one starting at ws, among those of one record. */
   abstract long nextWindow(long ws);
-
-  /** Largest event time of the window starting at ws. */
-  final long maxTs(long ws) {
-    return Trigger.maxTimestamp(windowEnd(ws));
-  }
 }

@@ -3,6 +3,8 @@ package eventtime.jvm;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.Serializable;
+import java.time.DayOfWeek;
+import java.time.ZoneId;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 
@@ -89,7 +91,7 @@ public final class Spec implements Serializable {
             + ", this engine reads version " + Contract.PLAN_VERSION + " (the Python package and the engine jar differ)");
       }
       JsonNode n = field(plan, "config", "plan"), in = field(plan, "input", "plan"), run = field(plan, "run", "plan");
-      window = WindowAssigner.read(field(n, "window", "config"));
+      window = readWindow(field(n, "window", "config"));
       sliced = window instanceof SlicedAssigner ? (SlicedAssigner) window : null;
       sessions = window instanceof SessionWindows ? (SessionWindows) window : null;
       session = sessions != null;
@@ -148,6 +150,26 @@ public final class Spec implements Serializable {
     } catch (java.io.IOException e) {
       throw new IllegalArgumentException("eventtime: cannot read the operator's plan: " + e.getMessage(), e);
     }
+  }
+
+  /** The assigner of the plan's {@code config.window} (eventtime/plan.schema.json). */
+  private static WindowAssigner readWindow(JsonNode w) {
+    String type = field(w, "type", "config.window").asText();
+    if (Contract.WINDOW_SESSION.equals(type)) return new SessionWindows(field(w, "gap_ms", "config.window").asLong());
+    if (Contract.WINDOW_CALENDAR.equals(type)) {
+      String unit = field(w, "unit", "config.window").asText();
+      int code = java.util.Arrays.asList(Contract.UNIT_DAY, Contract.UNIT_WEEK, Contract.UNIT_MONTH).indexOf(unit);
+      if (code < 0) throw new IllegalArgumentException("eventtime: unknown calendar unit " + unit);
+      DayOfWeek weekStart = code == CalendarWindows.WEEK
+          ? DayOfWeek.valueOf(field(w, "week_start", "config.window").asText().toUpperCase(java.util.Locale.ROOT)) : null;
+      return new CalendarWindows(code, ZoneId.of(field(w, "tz", "config.window").asText()), weekStart);
+    }
+    long size = field(w, "size_ms", "config.window").asLong();
+    long slide = Contract.WINDOW_SLIDING.equals(type) ? field(w, "slide_ms", "config.window").asLong() : size;
+    if (!Contract.WINDOW_SLIDING.equals(type) && !Contract.WINDOW_TUMBLING.equals(type)) {
+      throw new IllegalArgumentException("eventtime: unknown window type " + type);
+    }
+    return new FixedGrid(size, slide, field(w, "offset_ms", "config.window").asLong());
   }
 
   /** A required field of the plan, or an error naming it. */

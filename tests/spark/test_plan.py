@@ -99,7 +99,7 @@ def test_the_engine_reads_the_plan_and_refuses_another_version_or_a_missing_fiel
 
 @pytest.mark.spark
 def test_the_tasks_read_the_batch_watermark_only_for_their_query_and_batch(spark):
-    read = spark._jvm.eventtime.jvm.Spec.batchWatermark
+    read = spark._jvm.eventtime.jvm.PublishedWatermark.read
     assert list(read(batch_watermark("q1", 3, 60_000, 70_000), "q1", "3")) == [60_000, 70_000]
     assert list(read(batch_watermark("q1", 3, 60_000, None), "q1", "3")) == [60_000, None]
     assert read(batch_watermark("q1", 3, 60_000, 70_000), "q2", "3") is None

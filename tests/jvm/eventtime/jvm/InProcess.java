@@ -277,7 +277,7 @@ public final class InProcess {
     float[] floats = {0.0f, -0.0f, Float.NaN, Float.POSITIVE_INFINITY, Float.MIN_VALUE, 3.5f};
     long[] longs = {0, 1, -1, Long.MIN_VALUE, Long.MAX_VALUE, 1L << 53, (1L << 53) + 1};
     RowWriter writer = new RowWriter(type);
-    org.apache.spark.sql.catalyst.encoders.ExpressionEncoder.Serializer<Row> serializer = Packed.serializer(type);
+    org.apache.spark.sql.catalyst.encoders.ExpressionEncoder.Serializer<Row> serializer = RowWriter.serializer(type);
     long mismatched = 0, written = 0;
     for (int n = 0; n < rows; n++) {
       Object[] v = new Object[type.size()];
@@ -299,7 +299,7 @@ public final class InProcess {
       v[11] = r.nextInt(8) == 0 ? java.sql.Date.valueOf("2024-05-01") : null;
       v[12] = r.nextInt(8) == 0 ? RowFactory.create(r.nextLong()) : null;
       Row row = RowFactory.create(v);
-      byte[] expected = Packed.bytes(serializer, row);
+      byte[] expected = RowWriter.serialized(serializer, row);
       byte[] fast = writer.write(row);
       if (fast != null) written++;
       if (fast != null && !java.util.Arrays.equals(fast, expected)) mismatched++;

@@ -17,7 +17,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * Invalid records beside the operator, not through it: a record whose event time is invalid
  * belongs to no window and changes no state, so it needs neither the shuffle nor the operator.
  * When its batch's watermark is known in the tasks (a static DataFrame; a stream whose driver
- * published it, see {@link Mapper#batchWatermark}), the map side counts it in its partition's
+ * published it, see {@link PublishedWatermark}), the map side counts it in its partition's
  * statistics and drops it ({@link MapTask#bypasses}), and this branch of the plan writes it as
  * the operator would ({@link OutputRows#invalidRecord}) straight from the input, in Spark's
  * generated code. When the watermark is not known, it goes through the operator as before.
@@ -90,7 +90,7 @@ final class InvalidRecords {
       TaskContext tc = TaskContext.get();
       long id = tc == null ? -2 : tc.taskAttemptId();
       if (id != attempt) {
-        Long w = Mapper.batchWatermark(spec);
+        Long w = PublishedWatermark.of(spec);
         watermark = w == null ? null : Math.max(0, w);
         attempt = id;
       }

@@ -31,7 +31,7 @@ final class Live implements UDF2<Long, Integer, Boolean> {
     TaskContext tc = TaskContext.get();
     if (tc == null) return false;
     if (!read || tc.taskAttemptId() != attempt) {
-      watermark = Mapper.batchWatermark(spec);
+      watermark = PublishedWatermark.of(spec);
       attempt = tc.taskAttemptId();
       read = true;
     }

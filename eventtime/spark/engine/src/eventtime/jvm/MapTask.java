@@ -69,9 +69,9 @@ final class MapTask {
   /** The state of this task (outside a Spark task: a private one), registered until {@link #close}. */
   static MapTask open(Spec spec) {
     TaskContext tc = TaskContext.get();
-    if (tc == null) return new MapTask(spec, Mapper.batchWatermark(spec), Mapper.batchRunningMax(spec), null);
+    if (tc == null) return new MapTask(spec, PublishedWatermark.of(spec), PublishedWatermark.runningMax(spec), null);
     String id = id(spec, tc);
-    MapTask task = new MapTask(spec, Mapper.batchWatermark(spec), Mapper.batchRunningMax(spec), id);
+    MapTask task = new MapTask(spec, PublishedWatermark.of(spec), PublishedWatermark.runningMax(spec), id);
     OPEN.put(id, task);
     tc.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) context -> {
       task.closed = true;

@@ -66,27 +66,6 @@ public final class Mapper implements MapPartitionsFunction<Row, Row> {
     this.packed = packed;
   }
 
-  /** The watermark of this batch when the driver published it for this query and batch, else null. */
-  static Long batchWatermark(Spec spec) {
-    if (spec.bounded) return 0L;
-    Long[] published = published(spec);
-    return published == null ? null : published[0];
-  }
-
-  /** The largest valid event time of the earlier batches, when the driver published it (else null). */
-  static Long batchRunningMax(Spec spec) {
-    if (spec.bounded) return null;
-    Long[] published = published(spec);
-    return published == null ? null : published[1];
-  }
-
-  private static Long[] published(Spec spec) {
-    TaskContext tc = TaskContext.get();
-    if (tc == null) return null;
-    return Spec.batchWatermark(tc.getLocalProperty(spec.watermarkProperty), tc.getLocalProperty("sql.streaming.queryId"),
-        tc.getLocalProperty("streaming.sql.batchId"));
-  }
-
   @Override
   public Iterator<Row> call(Iterator<Row> input) {
     final Layout lay = new Layout(spec);

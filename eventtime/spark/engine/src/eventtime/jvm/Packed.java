@@ -44,24 +44,11 @@ final class Packed {
   }
 
   /*
-   * Per task thread, the serializer and deserializer of each row type: creating one generates its
-   * code (a third of a small batch's operator time when each task made its own); one is not
-   * thread-safe.
+   * Per task thread, the deserializer of each row type (as RowWriter's serializers): creating one
+   * generates its code; one is not thread-safe.
    */
-  private static final ThreadLocal<Map<StructType, ExpressionEncoder.Serializer<Row>>> SERIALIZERS =
-      ThreadLocal.withInitial(HashMap::new);
   private static final ThreadLocal<Map<StructType, ExpressionEncoder.Deserializer<Row>>> DESERIALIZERS =
       ThreadLocal.withInitial(HashMap::new);
-
-  /** This task thread's serializer of {@code Row}s of {@code type} into Spark's binary rows. */
-  static ExpressionEncoder.Serializer<Row> serializer(StructType type) {
-    return SERIALIZERS.get().computeIfAbsent(type, t -> ExpressionEncoder.apply(t).createSerializer());
-  }
-
-  /** The binary row of {@code row} (the serializer reuses its row: the bytes are copied out). */
-  static byte[] bytes(ExpressionEncoder.Serializer<Row> serializer, Row row) {
-    return ((UnsafeRow) serializer.apply(row)).getBytes();
-  }
 
   /** The {@link Mapper}'s rows, packed. */
   static final class Pack implements MapPartitionsFunction<Row, Row> {

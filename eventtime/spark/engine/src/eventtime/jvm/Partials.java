@@ -187,19 +187,6 @@ final class Partials {
     return false;
   }
 
-  /** {@code k.toString().hashCode()} of a UTF8String, without decoding it when it is ASCII. */
-  static int stringHash(Object k) {
-    UTF8String s = (UTF8String) k;
-    Object base = s.getBaseObject();
-    long at = s.getBaseOffset();
-    int h = 0;
-    for (int i = 0, n = s.numBytes(); i < n; i++) {
-      byte b = Platform.getByte(base, at + i);
-      if (b < 0) return s.toString().hashCode();  // not ASCII: the Java string's UTF-16 units differ
-      h = 31 * h + b;
-    }
-    return h;
-  }
 
   private static boolean sameKeys(Object[] keys, Object[] src, int k0) {
     for (int i = 0; i < keys.length; i++) {

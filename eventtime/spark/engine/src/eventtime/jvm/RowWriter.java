@@ -2,6 +2,7 @@ package eventtime.jvm;
 
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.encoders.ExpressionEncoder;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.expressions.codegen.UnsafeRowWriter;
 import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.BooleanType;
@@ -63,9 +64,26 @@ final class RowWriter {
   byte[] bytes(Row row) {
     byte[] written = write(row);
     if (written != null) return written;
-    if (serializer == null) serializer = Packed.serializer(type);
-    return Packed.bytes(serializer, row);
+    if (serializer == null) serializer = serializer(type);
+    return serialized(serializer, row);
   }
+
+  /** This task thread's serializer of {@code Row}s of {@code type} into Spark's binary rows. */
+  static ExpressionEncoder.Serializer<Row> serializer(StructType type) {
+    return SERIALIZERS.get().computeIfAbsent(type, t -> ExpressionEncoder.apply(t).createSerializer());
+  }
+
+  /** The row's bytes by Spark's own serializer (which reuses its row: the bytes are copied out). */
+  static byte[] serialized(ExpressionEncoder.Serializer<Row> serializer, Row row) {
+    return ((UnsafeRow) serializer.apply(row)).getBytes();
+  }
+
+  /*
+   * Per task thread, the serializer of each row type: creating one generates its code (a third of
+   * a small batch's operator time when each task made its own); one is not thread-safe.
+   */
+  private static final ThreadLocal<java.util.Map<StructType, ExpressionEncoder.Serializer<Row>>> SERIALIZERS =
+      ThreadLocal.withInitial(java.util.HashMap::new);
 
   /** The row's bytes, or null when a non-null value is not one this writer handles. */
   byte[] write(Row row) {

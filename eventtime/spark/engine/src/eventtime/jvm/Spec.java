@@ -56,7 +56,7 @@ public final class Spec implements Serializable {
   public final String planId = java.util.UUID.randomUUID().toString();
   /** The operator output: kind, keys, window fields, aggregations, record fields, et__rec. */
   public final StructType outputType;
-  /** Local property carrying the batch's watermark for the map side ({@link #batchWatermark}). */
+  /** Local property carrying the batch's watermark for the map side ({@link PublishedWatermark}). */
   public final String watermarkProperty;
   /** Number of hash buckets of the key (the operator's grouping key; fixed per checkpoint). */
   public final int buckets;
@@ -182,31 +182,6 @@ public final class Spec implements Serializable {
   }
 
   /**
-   * A batch's watermark as the driver published it (plan.schema.json's batch_watermark): {W,
-   * W + B or null} when it is for {@code query} and {@code batch}, else null.
-   */
-  public static Long[] batchWatermark(String value, String query, String batch) {
-    if (value == null || query == null || batch == null) return null;
-    Object[] last = lastBatchWatermark;  // read once per batch, not once per bucket
-    JsonNode n;
-    if (last != null && last[0].equals(value)) {
-      n = (JsonNode) last[1];
-    } else {
-      try {
-        n = new ObjectMapper().readTree(value);
-      } catch (java.io.IOException e) {
-        throw new IllegalArgumentException("eventtime: cannot read the batch's watermark " + value, e);
-      }
-      lastBatchWatermark = new Object[] {value, n};
-    }
-    if (!query.equals(n.path("query_id").asText(null)) || !batch.equals(n.path("batch_id").asText(null))) return null;
-    JsonNode max = n.get("running_max_ms");
-    return new Long[] {n.get("watermark_ms").asLong(), max == null || max.isNull() ? null : max.asLong()};
-  }
-
-  private static volatile Object[] lastBatchWatermark;
-
-  /**
    * The histogram bin of a delay (how far behind the running maximum a record arrived, ms):
    * 0 for none, the delay itself below 8, then 8 bins per power of two (at most 1/8 wide);
    * eventtime/query/advise.py decodes the bounds.
@@ -273,10 +248,24 @@ public final class Spec implements Serializable {
       if (k == null) e = 0;
       else if (k instanceof byte[]) e = java.util.Arrays.hashCode((byte[]) k);
       else if (k instanceof java.math.BigDecimal) e = ((java.math.BigDecimal) k).stripTrailingZeros().hashCode();
-      else e = k instanceof org.apache.spark.unsafe.types.UTF8String ? Partials.stringHash(k) : k.hashCode();
+      else e = k instanceof org.apache.spark.unsafe.types.UTF8String ? stringHash(k) : k.hashCode();
       h = (h ^ e) * 0xFF51AFD7ED558CCDL;
       h ^= h >>> 33;
     }
     return (int) Math.floorMod(h, (long) buckets);
+  }
+
+  /** {@code k.toString().hashCode()} of a UTF8String, without decoding it when it is ASCII. */
+  static int stringHash(Object k) {
+    org.apache.spark.unsafe.types.UTF8String s = (org.apache.spark.unsafe.types.UTF8String) k;
+    Object base = s.getBaseObject();
+    long at = s.getBaseOffset();
+    int h = 0;
+    for (int i = 0, n = s.numBytes(); i < n; i++) {
+      byte b = org.apache.spark.unsafe.Platform.getByte(base, at + i);
+      if (b < 0) return s.toString().hashCode();  // not ASCII: the Java string's UTF-16 units differ
+      h = 31 * h + b;
+    }
+    return h;
   }
 }

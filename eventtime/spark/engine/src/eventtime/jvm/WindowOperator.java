@@ -258,7 +258,7 @@ public final class WindowOperator extends StatefulProcessor<Row, Row, Row> {
 
   /** The watermark the driver published for this batch (per-partition watermarks). */
   private long publishedWatermark() {
-    Long w = inProcessWatermark != null ? inProcessWatermark : Mapper.batchWatermark(spec);
+    Long w = inProcessWatermark != null ? inProcessWatermark : PublishedWatermark.of(spec);
     if (w == null) {
       throw new IllegalStateException(
           "eventtime: watermark='per_partition' but the driver published no watermark for this batch; "

@@ -13,7 +13,7 @@ PY42 := $(VENV42)/bin/python
 PYTHON ?= python3
 DEMO_DIR ?= demo-output
 BENCH_ARGS ?= --rows 500000
-JAVA_SOURCES := $(wildcard eventtime/spark/engine/src/eventtime/jvm/*.java eventtime/spark/engine/spark-*/eventtime/jvm/*.java) eventtime/contract.json
+JAVA_SOURCES := $(shell find eventtime/spark/engine/src eventtime/spark/engine/spark-* -name '*.java') eventtime/contract.json
 
 .PHONY: demo demo-kafka test check test-fast test-spark test-integration install jars wheel bench bench-targets clean
 

@@ -216,7 +216,7 @@ def window_aggregate(
         key_fields = [T.StructField(k, schema[k].dataType) for k in keys]
         types.update({a.name: agg_type(a, schema) for a in engine_aggs if a.kind != SQL_AGGREGATE})
         out_schema = output_schema(key_fields, [f for a in engine_aggs for f in pane_fields(a, types[a.name], schema)])
-        # The operator input (eventtime/spark/engine/src/eventtime/jvm/Layout.java): the event time as a
+        # The operator input (eventtime/spark/engine/src/eventtime/jvm/plan/Layout.java): the event time as a
         # plain long (no watermark metadata, so Spark drops nothing before the operator), the row
         # class, the invalid reason / raw text, partition (Spark's own text of it) and offset,
         # the user's row as one struct, then the key and aggregated columns on their own.

@@ -78,7 +78,7 @@ def collector(spark, output_type: str, keys: list, agg_names: list, merging: boo
 
     shapes_json = json.dumps(shapes(keys, agg_names, merging))
     large = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
-    pipeline = spark._jvm.eventtime.jvm.Collect.parse(output_type, shapes_json)
+    pipeline = spark._jvm.eventtime.jvm.output.Collect.parse(output_type, shapes_json)
     schemas = json.loads(pipeline.schemas())
     arrow = [to_arrow_schema(T.StructType.fromJson(s), error_on_duplicated_field_names_in_struct=True, timezone="UTC",
                              prefers_large_types=large) for s in schemas]

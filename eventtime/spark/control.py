@@ -3,7 +3,7 @@
 Spark gives a stateful operator no signal that a bounded input (``availableNow``, a
 backfill) has ended, so windows that are not yet due would never fire. Every streaming plan of
 :func:`eventtime.with_event_time` therefore unions its input with this control stream (a JVM
-source of the engine jar, ``eventtime.jvm.ControlSource``) before the watermark. It is empty
+source of the engine jar, ``eventtime.jvm.spark.ControlSource``) before the watermark. It is empty
 until :meth:`eventtime.Router.start` with ``end_of_input=True`` has drained the input and
 raises the signal; the next micro-batch then carries one row whose event time moves the
 watermark to ``END_OF_INPUT_MS``, every key's event-time timer fires, and each key fires and
@@ -23,7 +23,7 @@ import uuid
 
 __all__ = ["read_signal", "write_signal", "CONTROL_FORMAT", "control_stream", "raise_end_of_input"]
 
-CONTROL_FORMAT = "eventtime.jvm.ControlSource"
+CONTROL_FORMAT = "eventtime.jvm.spark.ControlSource"
 
 
 def read_signal(path: str) -> int:

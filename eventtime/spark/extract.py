@@ -228,4 +228,4 @@ def _batch_now_ms(df: DataFrame) -> Column:
     from .engine import ensure_engine
 
     ensure_engine(df.sparkSession)
-    return Column(df.sparkSession._jvm.eventtime.jvm.BatchValue.column(now._jc))
+    return Column(df.sparkSession._jvm.eventtime.jvm.spark.BatchValue.column(now._jc))

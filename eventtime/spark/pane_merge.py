@@ -1,7 +1,7 @@
 """Reconcile's merges of mergeable Spark SQL aggregations (``eventtime.agg(..., mergeable=True)``):
 the late records' payloads read back as the pipeline's rows, and each correction's value and
 buffer computed by Spark's own function from the panes' buffers and the records
-(``eventtime.jvm.PaneMerge``), in the session ``reconcile`` is given."""
+(``eventtime.jvm.output.PaneMerge``), in the session ``reconcile`` is given."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def merge_in_spark(spark: Any, config: EngineConfig, record_type_json: str, corr
                 cells.append((i, None, None))
         df = spark.createDataFrame(cells, "cell int, buffer binary, payload string")
         df = df.select("cell", "buffer", F.from_json("payload", _record_type(record_type_json)).alias("record"))
-        merged = DataFrame(spark._jvm.eventtime.jvm.PaneMerge.merge(df._jdf, agg.expression, record_type_json), spark)
+        merged = DataFrame(spark._jvm.eventtime.jvm.output.PaneMerge.merge(df._jdf, agg.expression, record_type_json), spark)
         for cell, value, buffer in merged.collect():
             values[cell][agg.name] = _plain(value)
             values[cell][agg.name + ACC_BUFFER] = bytes(buffer)

@@ -31,7 +31,7 @@ ENGINE_CONF = {
 # Hadoop's FileContext for file: paths in local mode: the engine jar's, which does not start a
 # process per checkpoint file (Hadoop's runs readlink and chmod without its native library).
 LOCAL_FILE_CONTEXT_KEY = "fs.AbstractFileSystem.file.impl"
-LOCAL_FILE_CONTEXT = "eventtime.jvm.LocalFiles$ContextFs"
+LOCAL_FILE_CONTEXT = "eventtime.jvm.spark.LocalFiles$ContextFs"
 
 
 def local_session(
@@ -122,6 +122,6 @@ def local_session(
     check_engine_version(spark, jar)
     spark.sparkContext.setLogLevel("ERROR")
     if spark.sparkContext.master.startswith("local") and not spark.sparkContext.master.startswith("local-cluster"):
-        # checkpoint files without a readlink / chmod process per call (eventtime.jvm.LocalFiles)
+        # checkpoint files without a readlink / chmod process per call (eventtime.jvm.spark.LocalFiles)
         spark.sparkContext._jsc.hadoopConfiguration().set(LOCAL_FILE_CONTEXT_KEY, LOCAL_FILE_CONTEXT)
     return spark

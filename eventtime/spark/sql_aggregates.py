@@ -1,6 +1,6 @@
 """The aggregations the JVM operator runs, as the Spark engine sees the user's: Spark SQL ones
 (:func:`eventtime.agg`, text or a ``Column``) resolved and typed exactly as the operator
-resolves them (``eventtime.jvm.SqlAggregate``), and Python ones (:func:`eventtime.aggregate`)
+resolves them (``eventtime.jvm.spark.SqlAggregate``), and Python ones (:func:`eventtime.aggregate`)
 as the window's values kept in state, finished in Python over each fired pane. All on the
 driver, before the query starts."""
 
@@ -96,7 +96,7 @@ def engine_aggregations(spark, record_type: T.StructType, aggregations: Sequence
             ensure_engine(spark)
             try:
                 with _spark_error_lines_off():
-                    text = spark._jvm.eventtime.jvm.SqlAggregate.sqlOf(
+                    text = spark._jvm.eventtime.jvm.spark.SqlAggregate.sqlOf(
                         agg._column._jc, spark._jsparkSession.parseDataType(record_type.json()))
             except Exception as exc:
                 raise _refused(i, agg, agg.expression, exc, record_type) from None
@@ -107,7 +107,7 @@ def engine_aggregations(spark, record_type: T.StructType, aggregations: Sequence
         ensure_engine(spark)
         try:
             with _spark_error_lines_off():
-                resolved = spark._jvm.eventtime.jvm.SqlAggregate.of(
+                resolved = spark._jvm.eventtime.jvm.spark.SqlAggregate.of(
                     agg.expression, spark._jsparkSession.parseDataType(record_type.json()))
         except Exception as exc:  # AnalysisException, ParseException, IllegalArgumentException
             raise _refused(i, agg, aggregations[i].expression or agg.expression, exc, record_type) from None

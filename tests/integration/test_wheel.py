@@ -136,11 +136,12 @@ def test_wheel_carries_one_stamped_jar_per_spark_minor(built):
             assert jar_spark_version(str(path)) == version, name
             with zipfile.ZipFile(path) as jar:
                 assert "eventtime/jvm/Engine.class" in jar.namelist()
-                assert "eventtime/jvm/DelegatingRow.class" in jar.namelist()
+                assert "eventtime/jvm/output/DelegatingRow.class" in jar.namelist()
         # the sources ride along (a different pyspark patch release can still rebuild)
         assert "eventtime/spark/engine/src/eventtime/jvm/Engine.java" in names
-        assert "eventtime/spark/engine/spark-4.2/eventtime/jvm/DelegatingRow.java" in names
-        assert "eventtime/spark/engine/spark-4.3/eventtime/jvm/DelegatingRow.java" in names
+        assert "eventtime/spark/engine/spark-4.2/eventtime/jvm/output/DelegatingRow.java" in names
+        assert "eventtime/spark/engine/spark-4.3/eventtime/jvm/output/DelegatingRow.java" in names
+        assert "eventtime/spark/engine/src/eventtime/jvm/plan/Spec.java" in names
     assert built["wheel"].stat().st_size < 5_000_000
     # the jars went into the wheel only, never into the source tree
     assert not (built["src"] / "eventtime" / "spark" / "engine" / "lib").exists()

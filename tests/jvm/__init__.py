@@ -1,4 +1,4 @@
-"""The engine's test-only Java (``tests/jvm/eventtime/jvm``: ``InProcess``, the operator run
+"""The engine's test-only Java (``tests/jvm/eventtime/jvm/operator``: ``InProcess``, the operator run
 in-process by Spark's ``TwsTester`` for the property tests), compiled against the engine jar and
 pyspark's jars into a jar of its own that the wheel does not ship. Built once per source and
 engine jar (``tests/jvm/build``); the test session puts it beside the engine jar."""

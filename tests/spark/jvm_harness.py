@@ -1,4 +1,4 @@
-"""Run the JVM engine's operator in-process (``eventtime.jvm.InProcess``: Spark's TwsTester), no query.
+"""Run the JVM engine's operator in-process (``eventtime.jvm.operator.InProcess``: Spark's TwsTester), no query.
 
 It mirrors what the Spark plan does around the operator: classification (with the core's
 ``extract`` — the Spark SQL classification is covered by the real-query tests), the operator
@@ -28,7 +28,7 @@ from eventtime.spark.output import agg_type, output_schema, pane_fields
 
 def _sql_type(spark, agg, record: T.StructType) -> T.DataType:
     """A Spark SQL aggregation's result type, as Spark resolves it over the record."""
-    resolved = spark._jvm.eventtime.jvm.SqlAggregate.of(agg.expression, spark._jsparkSession.parseDataType(record.json()))
+    resolved = spark._jvm.eventtime.jvm.spark.SqlAggregate.of(agg.expression, spark._jsparkSession.parseDataType(record.json()))
     return T._parse_datatype_json_string(resolved.resultTypeJson())
 
 
@@ -49,7 +49,7 @@ class JvmReplay:
         out = output_schema([record["key"]], [f for a in self.aggs for f in pane_fields(
             a, _sql_type(spark, a, record) if a.kind == SQL_AGGREGATE else agg_type(a, record), record)])
         spec = operator_plan(dataclasses.replace(cfg, aggregations=self.aggs), record, out, ["key"], bounded=False)
-        self.engine = spark._jvm.eventtime.jvm.InProcess(json.dumps(spec))
+        self.engine = spark._jvm.eventtime.jvm.operator.InProcess(json.dumps(spec))
         self.watermark = 0
         self.seen = False
         self.has_w = False  # per-partition: whether the clocks gave a watermark yet

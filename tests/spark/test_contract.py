@@ -19,7 +19,7 @@ JAVA = Path(eventtime.__file__).parent / "spark" / "engine"
 
 
 def test_the_engines_contract_class_is_the_json(spark):
-    contract = spark._jvm.eventtime.jvm.Contract
+    contract = spark._jvm.eventtime.jvm.plan.Contract
     assert {name: getattr(contract, name) for name in STRINGS} == STRINGS
     assert {name: getattr(contract, name) for name in INTS} == INTS
     assert {name: getattr(contract, name) for name in LONGS} == LONGS
@@ -51,7 +51,7 @@ def test_no_java_source_writes_a_contract_value_by_hand():
     for path in JAVA.rglob("*.java"):
         code = _code(path.read_text())
         found += [(path.name, lit) for lit in literals if lit in code]
-    assert not found, f"contract values written by hand (use eventtime.jvm.Contract): {found}"
+    assert not found, f"contract values written by hand (use eventtime.jvm.plan.Contract): {found}"
 
 
 def test_the_operator_finds_every_output_column_where_python_puts_it(spark):
@@ -69,9 +69,9 @@ def test_the_operator_finds_every_output_column_where_python_puts_it(spark):
     pane = {"count": "count", "sum_v": "sum_v", "mean_v": "mean_v", "mean_v/a": "mean_v__sum", "mean_v/b": "mean_v__n",
             "first_v": "first_v", "first_v/a": "first_v__ms"}
     out = output_schema([record["k"]], [T.StructField(name, T.LongType()) for name in dict.fromkeys(pane.values())])
-    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(operator_plan(EngineConfig(window, aggs), record, out, ["k"],
+    spec = spark._jvm.eventtime.jvm.plan.Spec(json.dumps(operator_plan(EngineConfig(window, aggs), record, out, ["k"],
                                                                 bounded=False)))
-    positions = json.loads(spark._jvm.eventtime.jvm.InProcess.outputPositions(spec))
+    positions = json.loads(spark._jvm.eventtime.jvm.operator.InProcess.outputPositions(spec))
     names = [*out.names, C_REC]
     assert positions.pop("width") == len(names)
     assert {p: positions.pop(p) for p in pane} == {p: names.index(column) for p, column in pane.items()}
@@ -95,7 +95,7 @@ def test_the_running_maximum_is_one_rule_in_both_languages(spark, bound_ms):
                           max_out_of_orderness_ms=dt.timedelta(milliseconds=bound_ms))
     record = T.StructType([T.StructField("k", T.StringType())])
     out = output_schema([record["k"]], [T.StructField("count", T.LongType())])
-    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(operator_plan(config, record, out, ["k"], bounded=False)))
+    spec = spark._jvm.eventtime.jvm.plan.Spec(json.dumps(operator_plan(config, record, out, ["k"], bounded=False)))
     end = LONGS["END_OF_INPUT_MS"]
     for w in (-1, 0, 1, 59_999, 1_700_000_000_000, end - 1, end):
         assert spec.runningMax(w) == watermark.running_max_ms(w, bound_ms), w
@@ -108,6 +108,6 @@ def test_the_output_columns_are_named_once():
     from eventtime.spark.output import OUTPUT_FIXED
 
     assert [name for name, _ in OUTPUT_FIXED] == list(COLUMNS)
-    code = _code((JAVA / "src" / "eventtime" / "jvm" / "Layout.java").read_text())
+    code = _code((JAVA / "src" / "eventtime" / "jvm" / "plan" / "Layout.java").read_text())
     assert not [name for name in COLUMNS if json.dumps(name) in code]
     assert "Contract.COL_WATERMARK" in code and "Contract.RECORD_COLUMN" in code

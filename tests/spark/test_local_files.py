@@ -1,4 +1,4 @@
-"""The local session's Hadoop FileContext for file: paths (eventtime.jvm.LocalFiles): the
+"""The local session's Hadoop FileContext for file: paths (eventtime.jvm.spark.LocalFiles): the
 checkpoint manager's calls behave as Hadoop's own, without a process per call."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def test_link_status_equals_hadoops_own(spark, tmp_path):
     paths: the same answer as Hadoop's RawLocalFileSystem, or the same error."""
     jvm = spark._jvm
     conf = spark._jsc.hadoopConfiguration()
-    ours, hadoops = jvm.eventtime.jvm.LocalFiles.RawFs(), jvm.org.apache.hadoop.fs.RawLocalFileSystem()
+    ours, hadoops = jvm.eventtime.jvm.spark.LocalFiles.RawFs(), jvm.org.apache.hadoop.fs.RawLocalFileSystem()
     for fs in (ours, hadoops):
         fs.initialize(jvm.java.net.URI("file:///"), conf)
     (tmp_path / "file").write_bytes(b"12345")

@@ -1,4 +1,4 @@
-"""The JVM operator, run in-process by Spark's TwsTester (``eventtime.jvm.InProcess``), against
+"""The JVM operator, run in-process by Spark's TwsTester (``eventtime.jvm.operator.InProcess``), against
 the reference model.
 
 No query, so this is where the many property examples run (a few seconds per hundred). The
@@ -130,7 +130,7 @@ class _Calls:
     def check(self) -> None:
         import json
 
-        got = json.loads(self.spark._jvm.eventtime.jvm.InProcess.arithmetic(self.spec, json.dumps(self.calls)))
+        got = json.loads(self.spark._jvm.eventtime.jvm.operator.InProcess.arithmetic(self.spec, json.dumps(self.calls)))
         assert len(got) == len(self.calls) > 0
         for call, want, answer, note in zip(self.calls, self.expected, got, self.notes):
             assert answer == want, f"Spec.{call[0]}{tuple(call[1:])} = {answer}, the Python rules give {want} {note or ''}"
@@ -160,7 +160,7 @@ def test_jvm_window_arithmetic_is_the_python_rules(spark, params, timestamps, wa
     window = Tumbling(size, offset=offset) if slide == size else Sliding(size, slide, offset=offset)
     config = EngineConfig(window, allowed_lateness_ms=lateness)
     record = T.StructType([T.StructField("key", T.StringType())])
-    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(
+    spec = spark._jvm.eventtime.jvm.plan.Spec(json.dumps(
         operator_plan(config, record, output_schema([record["key"]], [T.StructField("count", T.LongType())]), ["key"],
                     bounded=False)))
     calls = _Calls(spark, spec)
@@ -209,7 +209,7 @@ def test_jvm_calendar_arithmetic_is_the_python_rules(spark, params, offsets, wat
     window = Calendar(unit, tz=tz, week_start=week_start)
     config = EngineConfig(window, allowed_lateness_ms=lateness)
     record = T.StructType([T.StructField("key", T.StringType())])
-    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(
+    spec = spark._jvm.eventtime.jvm.plan.Spec(json.dumps(
         operator_plan(config, record, output_schema([record["key"]], [T.StructField("count", T.LongType())]), ["key"],
                     bounded=False)))
     calls = _Calls(spark, spec)
@@ -293,7 +293,7 @@ def test_jvm_delay_bins_are_the_advisors(spark):
     from eventtime.query.advise import delay_bin
 
     values = [-5, 0, 1, 7, 8, 9, 15, 16, 17, 1000, 1023, 1024, 59_999, 60_000, 2**40 + 12345, 2**62]
-    assert [spark._jvm.eventtime.jvm.Spec.delayBin(v) for v in values] == [delay_bin(v) for v in values]
+    assert [spark._jvm.eventtime.jvm.plan.Spec.delayBin(v) for v in values] == [delay_bin(v) for v in values]
 
 
 @settings(max_examples=60, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -351,7 +351,7 @@ def test_jvm_firing_rules_are_named_once_and_are_the_python_ones(spark, size, la
     window = Tumbling(size)
     config = EngineConfig(window, allowed_lateness_ms=lateness)
     record = T.StructType([T.StructField("key", T.StringType())])
-    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(
+    spec = spark._jvm.eventtime.jvm.plan.Spec(json.dumps(
         operator_plan(config, record, output_schema([record["key"]], [T.StructField("count", T.LongType())]), ["key"],
                     bounded=False)))
     calls = _Calls(spark, spec)
@@ -426,7 +426,7 @@ def test_a_session_row_folds_on_the_map_side_only_while_its_own_session_is_live(
 
     config = EngineConfig(Session(gap), allowed_lateness_ms=lateness)
     record = T.StructType([T.StructField("key", T.StringType())])
-    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(
+    spec = spark._jvm.eventtime.jvm.plan.Spec(json.dumps(
         operator_plan(config, record, output_schema([record["key"]], [T.StructField("count", T.LongType())]), ["key"],
                     bounded=False)))
     calls = _Calls(spark, spec)

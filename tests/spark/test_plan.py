@@ -83,7 +83,7 @@ def test_the_engine_reads_the_plan_and_refuses_another_version_or_a_missing_fiel
     plan = _plan(Calendar("week", tz="Europe/Berlin", week_start="sunday"))
     from py4j.java_gateway import get_field
 
-    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(plan))
+    spec = spark._jvm.eventtime.jvm.plan.Spec(json.dumps(plan))
     assert [get_field(spec, f) for f in ("session", "latenessMs", "maxOutOfOrdernessMs", "buckets")] == [
         False, 60_000, 5_000, NUM_BUCKETS]
     assert json.loads(get_field(spec, "json")) == plan
@@ -94,12 +94,12 @@ def test_the_engine_reads_the_plan_and_refuses_another_version_or_a_missing_fiel
                           ({**plan, "config": {**plan["config"], "window": {"type": "calendar", "unit": "week", "tz": "UTC"}}},
                            "lacks config.window.week_start")):
         with pytest.raises(Exception, match=named):  # pyspark converts the JVM IllegalArgumentException
-            spark._jvm.eventtime.jvm.Spec(json.dumps(broken))
+            spark._jvm.eventtime.jvm.plan.Spec(json.dumps(broken))
 
 
 @pytest.mark.spark
 def test_the_tasks_read_the_batch_watermark_only_for_their_query_and_batch(spark):
-    read = spark._jvm.eventtime.jvm.PublishedWatermark.read
+    read = spark._jvm.eventtime.jvm.plan.PublishedWatermark.read
     assert list(read(batch_watermark("q1", 3, 60_000, 70_000), "q1", "3")) == [60_000, 70_000]
     assert list(read(batch_watermark("q1", 3, 60_000, None), "q1", "3")) == [60_000, None]
     assert read(batch_watermark("q1", 3, 60_000, 70_000), "q2", "3") is None

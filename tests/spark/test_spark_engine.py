@@ -174,14 +174,14 @@ def test_a_text_key_lands_in_the_same_bucket_as_utf8_bytes_and_as_a_java_string(
     from eventtime.spark.plan import operator_plan
 
     record = T.StructType([T.StructField("key", T.StringType())])
-    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(operator_plan(
+    spec = spark._jvm.eventtime.jvm.plan.Spec(json.dumps(operator_plan(
         EngineConfig(eventtime.Tumbling(10_000)), record,
         output_schema([record["key"]], [T.StructField("count", T.LongType())]), ["key"], bounded=False)))
     rng = random.Random(41)
     alphabet = "aZ09 _-\x00\x7f\u00e9\u00ff\u0100\u65e5\u672c\U0001f600\U0001d11e"
     texts = [k for k in TRICKY_KEYS if k is not None]
     texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24))) for _ in range(2000)]
-    assert list(spark._jvm.eventtime.jvm.InProcess.bucketsApart(spec, texts)) == []
+    assert list(spark._jvm.eventtime.jvm.mapside.MapSideChecks.bucketsApart(spec, texts)) == []
 
 
 @pytest.mark.parametrize("numeric", [True, False], ids=["accumulators-as-words", "accumulator-objects"])
@@ -207,9 +207,9 @@ def test_the_map_side_table_folds_as_accumulators_kept_apart(spark, numeric, tex
         aggregations += [eventtime.min("x"), eventtime.last("n"), eventtime.sum("dec")]
     config = EngineConfig(eventtime.Tumbling(60_000), aggregations=aggregations)
     columns = [f for a in aggregations for f in pane_fields(a, agg_type(a, record), record)]
-    spec = spark._jvm.eventtime.jvm.Spec(json.dumps(operator_plan(
+    spec = spark._jvm.eventtime.jvm.plan.Spec(json.dumps(operator_plan(
         config, record, output_schema([record["key"]], columns), ["key"], bounded=False)))
-    differ, entries = spark._jvm.eventtime.jvm.InProcess.partialsCheck(spec, 43, 60_000, 800, text)
+    differ, entries = spark._jvm.eventtime.jvm.mapside.MapSideChecks.partialsCheck(spec, 43, 60_000, 800, text)
     assert entries > 30_000
     assert differ == 0
 

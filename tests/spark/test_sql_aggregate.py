@@ -1,6 +1,6 @@
 """Spark SQL aggregate functions in windows (``eventtime.agg``), held to Spark's batch ``agg``.
 
-First their buffers alone (eventtime.jvm.SqlAggregate): the records dealt into several buffers
+First their buffers alone (eventtime.jvm.spark.SqlAggregate): the records dealt into several buffers
 (slices, map-side partials, sessions), each written to bytes and read back, merged in any
 order, then evaluated. Then the engine's panes in real streaming queries, each against Spark's
 batch aggregation over exactly the records the pane covers. Typed, nullable columns, seeded
@@ -61,7 +61,7 @@ def test_sql_aggregates_in_buffers_equal_spark_batch_agg(spark, data, parts, see
     expected = df.agg(*[F.expr(e) for e in EXPRESSIONS]).collect()[0]
     from pyspark.sql import DataFrame
 
-    got = DataFrame(spark._jvm.eventtime.jvm.InProcess.sqlAggregates(df._jdf, list(EXPRESSIONS), seed, parts),
+    got = DataFrame(spark._jvm.eventtime.jvm.operator.InProcess.sqlAggregates(df._jdf, list(EXPRESSIONS), seed, parts),
                     spark).collect()[0]
     wrong = [(e, g, x) for e, g, x in zip(EXPRESSIONS, got, expected) if not _same(g, x)]
     assert not wrong, wrong

@@ -41,16 +41,16 @@ def jvm_spec(spark):
     config = EngineConfig(window, aggs)
     out = output_schema([record["key"]], [T.StructField(a.name, agg_type(a, record)) for a in aggs])
     spec = operator_plan(config, record, out, ["key"], bounded=False)
-    return spark._jvm, spark._jvm.eventtime.jvm.Spec(json.dumps(spec))
+    return spark._jvm, spark._jvm.eventtime.jvm.plan.Spec(json.dumps(spec))
 
 
 def _accs(jvm, fields: list[dict]):
     """An Acc[] with the given public fields set."""
     from pyspark import SparkContext
 
-    array = SparkContext._gateway.new_array(jvm.eventtime.jvm.Acc, len(fields))
+    array = SparkContext._gateway.new_array(jvm.eventtime.jvm.state.Acc, len(fields))
     for i, values in enumerate(fields):
-        acc = jvm.eventtime.jvm.Acc()
+        acc = jvm.eventtime.jvm.state.Acc()
         for name, value in values.items():
             set_field(acc, name, value)
         array[i] = acc
@@ -73,9 +73,9 @@ def test_accumulators_are_written_as_data_output_stream_bytes(jvm_spec):
         + varlong(1) + b"\x08" + struct.pack(">i", 2) + "é".encode()
         + varlong(1) + varlong(1_700_000_000_123) + b"\x08" + struct.pack(">i", 1) + b"b"
     )
-    encoded = bytes(jvm.eventtime.jvm.Acc.encode(spec, accs))
+    encoded = bytes(jvm.eventtime.jvm.state.Acc.encode(spec, accs))
     assert encoded == expected
-    back = jvm.eventtime.jvm.Acc.decode(spec, bytearray(expected))
+    back = jvm.eventtime.jvm.state.Acc.decode(spec, bytearray(expected))
     assert [get_field(back[i], f) for i, f in ((0, "n"), (1, "n"), (1, "d"), (2, "lo"), (2, "hi"), (3, "v"), (4, "t"), (4, "v"))] == \
         [3, 2, 12.5, -5, -1, "é", 1_700_000_000_123, "b"]
 
@@ -107,8 +107,8 @@ def test_every_value_type_keeps_its_bytes(jvm_spec):
     ]
     for tagged, expected in cases:
         whole = varlong(0) * 3 + varlong(1) + tagged + varlong(0)
-        accs = jvm.eventtime.jvm.Acc.decode(spec, bytearray(whole))
-        assert bytes(jvm.eventtime.jvm.Acc.encode(spec, accs)) == whole, tagged
+        accs = jvm.eventtime.jvm.state.Acc.decode(spec, bytearray(whole))
+        assert bytes(jvm.eventtime.jvm.state.Acc.encode(spec, accs)) == whole, tagged
         value = get_field(accs[3], "v")
         if isinstance(expected, bytes):
             assert bytes(value) == expected
@@ -120,7 +120,7 @@ def test_every_value_type_keeps_its_bytes(jvm_spec):
             assert value.equals(expected), (value, expected)
     # and from a value set here, not read: the same bytes
     accs = _accs(jvm, [{"n": 0}, {"n": 0}, {"n": 0}, {"n": 1, "v": stamp}, {"n": 0}])
-    assert bytes(jvm.eventtime.jvm.Acc.encode(spec, accs)) == varlong(0) * 3 + varlong(1) + cases[12][0] + varlong(0)
+    assert bytes(jvm.eventtime.jvm.state.Acc.encode(spec, accs)) == varlong(0) * 3 + varlong(1) + cases[12][0] + varlong(0)
 
 
 def test_a_truncated_state_value_fails_with_a_message(jvm_spec):
@@ -129,7 +129,7 @@ def test_a_truncated_state_value_fails_with_a_message(jvm_spec):
     jvm, spec = jvm_spec
     whole = varlong(0) + varlong(2) + struct.pack(">d", 1.0) + varlong(0) * 3
     with pytest.raises(Py4JJavaError, match="ends early"):
-        jvm.eventtime.jvm.Acc.decode(spec, bytearray(whole[:5]))
+        jvm.eventtime.jvm.state.Acc.decode(spec, bytearray(whole[:5]))
 
 
 def test_output_rows_are_written_as_spark_serializer_bytes(spark):
@@ -137,6 +137,6 @@ def test_output_rows_are_written_as_spark_serializer_bytes(spark):
     RowWriter, the rest by Spark's serializer: the bytes are Spark's, row for row (seeded rows
     with nulls, NaN, -0.0, infinities, extreme integers, empty and non-ASCII text); text given as
     Spark's own UTF8String (a map-side partial's key) gives the same bytes too."""
-    mismatched, written = spark._jvm.eventtime.jvm.InProcess.rowWriterCheck(11, 5000)
+    mismatched, written = spark._jvm.eventtime.jvm.spark.RowWriterCheck.run(11, 5000)
     assert mismatched == 0
     assert 1000 < written < 5000  # the others hold a decimal, a date or a struct

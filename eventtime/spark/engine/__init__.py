@@ -90,11 +90,11 @@ _CONTRACT = _JVM.parent.parent / "contract.json"
 
 
 def contract_java() -> str:
-    """``eventtime.jvm.Contract``, generated from ``eventtime/contract.json`` for every build."""
+    """``eventtime.jvm.plan.Contract``, generated from ``eventtime/contract.json`` for every build."""
     import json
 
     contract = json.loads(_CONTRACT.read_text(encoding="utf-8"))
-    lines = ["package eventtime.jvm;", "",
+    lines = ["package eventtime.jvm.plan;", "",
              "/** Generated from eventtime/contract.json by eventtime.spark.engine at build time: edit the JSON. */",
              "public final class Contract {", "  private Contract() {}"]
     lines += [f"  public static final String {name} = {json.dumps(value)};" for name, value in contract["strings"].items()]
@@ -161,7 +161,7 @@ def build_jar(out: Path, spark_jars: Path, spark_version: str, verbose: bool = F
         )
     with tempfile.TemporaryDirectory(prefix="eventtime-javac-") as classes, \
             tempfile.TemporaryDirectory(prefix="eventtime-generated-") as generated:
-        contract = Path(generated, "eventtime", "jvm", "Contract.java")
+        contract = Path(generated, "eventtime", "jvm", "plan", "Contract.java")
         contract.parent.mkdir(parents=True)
         contract.write_text(contract_java(), encoding="utf-8")
         sources = [*_sources(spark_version), contract]

@@ -1,5 +1,18 @@
 package eventtime.jvm;
 
+import eventtime.jvm.mapside.FoldExpression;
+import eventtime.jvm.mapside.InvalidRecords;
+import eventtime.jvm.mapside.Live;
+import eventtime.jvm.mapside.MapSideWatermark;
+import eventtime.jvm.mapside.Mapper;
+import eventtime.jvm.mapside.Packed;
+import eventtime.jvm.operator.BinaryRows;
+import eventtime.jvm.operator.WindowOperator;
+import eventtime.jvm.plan.Contract;
+import eventtime.jvm.plan.Layout;
+import eventtime.jvm.plan.Spec;
+import eventtime.jvm.spark.ResolvedOnce;
+import eventtime.jvm.spark.RowBytes;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;

@@ -57,15 +57,6 @@ final class Sessions {
     return byStart.isEmpty();
   }
 
-  private Acc[] newAccs() {
-    Acc[] a = new Acc[na];
-    for (int i = 0; i < na; i++) a[i] = new Acc();
-    return a;
-  }
-
-  private void mergeInto(Acc[] into, Acc[] from) {
-    for (int i = 0; i < na; i++) into[i].merge(spec, i, from[i]);
-  }
 
   // --- encoding ------------------------------------------------------------------------------
 
@@ -142,7 +133,7 @@ final class Sessions {
     s.fired = true;
     s.shown.clear();
     s.shown.put(s.start, s.end);
-    if (spec.discarding) s.since = newAccs();
+    if (spec.discarding) s.since = Acc.fresh(na);
   }
 
   /**
@@ -226,11 +217,11 @@ final class Sessions {
       Sess n = new Sess();
       n.start = cs;
       n.end = ce;
-      n.all = newAccs();
-      if (spec.discarding) n.since = newAccs();
+      n.all = Acc.fresh(na);
+      if (spec.discarding) n.since = Acc.fresh(na);
       for (Sess m : members) {
-        mergeInto(n.all, m.all);
-        if (spec.discarding) mergeInto(n.since, m.since);
+        Acc.mergeAll(spec, n.all, m.all);
+        if (spec.discarding) Acc.mergeAll(spec, n.since, m.since);
         n.nextIndex = Math.max(n.nextIndex, m.nextIndex);
         n.shown.putAll(m.shown);
         if (m.fired && m.start == cs && m.end == ce) n.fired = true;
@@ -239,8 +230,8 @@ final class Sessions {
       for (int j : mine) {
         if (partial[j]) {
           Acc[] accs = Mapper.readPartial(lay, spec, rows.get(j));
-          mergeInto(n.all, accs);
-          if (spec.discarding) mergeInto(n.since, accs);
+          Acc.mergeAll(spec, n.all, accs);
+          if (spec.discarding) Acc.mergeAll(spec, n.since, accs);
           continue;
         }
         Row rec = rows.get(j).getStruct(lay.rec);

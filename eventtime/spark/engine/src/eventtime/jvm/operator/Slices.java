@@ -63,15 +63,6 @@ final class Slices {
     return slices.isEmpty() && panes.isEmpty();
   }
 
-  private Acc[] newAccs() {
-    Acc[] a = new Acc[na];
-    for (int i = 0; i < na; i++) a[i] = new Acc();
-    return a;
-  }
-
-  private void mergeInto(Acc[] into, Acc[] from) {
-    for (int i = 0; i < na; i++) into[i].merge(spec, i, from[i]);
-  }
 
   /**
    * The accumulators of the window starting at ws over the slices of {@code from}, or null: the
@@ -86,10 +77,10 @@ final class Slices {
         continue;
       }
       if (acc == null) {
-        acc = newAccs();
-        mergeInto(acc, only);
+        acc = Acc.fresh(na);
+        Acc.mergeAll(spec, acc, only);
       }
-      mergeInto(acc, s.getValue());
+      Acc.mergeAll(spec, acc, s.getValue());
     }
     return acc != null ? acc : only;
   }
@@ -229,7 +220,7 @@ final class Slices {
 
   /** Adds one record (its struct and event time) to its slice; true when the slice is new. */
   boolean addRecord(long slice, Row rec, long ts) {
-    Acc[] add = newAccs();
+    Acc[] add = Acc.fresh(na);
     for (int i = 0; i < na; i++) add[i].add(spec, i, spec.aggInput(i, rec), ts);
     return add(slice, add);
   }
@@ -239,18 +230,18 @@ final class Slices {
     Acc[] held = slices.get(slice);
     boolean created = held == null;
     if (created) {
-      held = newAccs();
+      held = Acc.fresh(na);
       slices.put(slice, held);
     } else if (buffers != null) {
       readBuffers(slice, held);
     }
     if (buffers != null) changedBuffers.add(slice);
-    mergeInto(held, add);
+    Acc.mergeAll(spec, held, add);
     if (!spec.finalOnly) {
       if (added == null) added = new TreeMap<>();
       Acc[] d = added.get(slice);
       if (d == null) added.put(slice, add);
-      else mergeInto(d, add);
+      else Acc.mergeAll(spec, d, add);
     }
     return created;
   }

@@ -289,6 +289,18 @@ public final class Acc {
   // --- storage: only the fields the kind uses, integers as variable-length ({@link Bytes}) ---
 
   /** All accumulators of one group, as bytes (a partial's et__accs column). */
+  /** {@code n} empty accumulators, one per aggregation. */
+  public static Acc[] fresh(int n) {
+    Acc[] a = new Acc[n];
+    for (int i = 0; i < n; i++) a[i] = new Acc();
+    return a;
+  }
+
+  /** Merges each aggregation's accumulator of {@code from} into that of {@code into}. */
+  public static void mergeAll(Spec spec, Acc[] into, Acc[] from) {
+    for (int i = 0; i < into.length; i++) into[i].merge(spec, i, from[i]);
+  }
+
   public static byte[] encode(Spec spec, Acc[] accs) {
     Bytes.Out out = new Bytes.Out(16);
     for (int i = 0; i < accs.length; i++) accs[i].write(spec, i, out);

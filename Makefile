@@ -70,14 +70,14 @@ wheel: $(VENV)/.installed $(VENV42)/.installed
 	EVENTTIME_SPARK_JARS="$$($(PY) -c 'import pyspark,os;print(os.path.dirname(pyspark.__file__)+"/jars")'):$$($(PY42) -c 'import pyspark,os;print(os.path.dirname(pyspark.__file__)+"/jars")')" \
 		$(PY) -m build --wheel --no-isolation --outdir dist .
 
-# The tests a developer runs between changes (about 5 minutes): the whole suite on pyspark 4.3 in
-# two processes (one per core, whole files each; tests/conftest.py hands out the longest first),
-# the crash / restart tests with their real killed processes included, without the tests marked
+# The tests a developer runs between changes: the suite on pyspark 4.3 in two processes (one per
+# core, whole files each; tests/conftest.py hands out the longest first), without the tests marked
+# `slow` (crash / restart chains, whole jobs against an oracle, reconcile through the tables) or
 # `component` (real Flink, a Spark Connect server, local-cluster executors, the PostgreSQL job
 # killed mid-commit, the 40-process exit soak) and without tests/integration.
 PYTEST43 := PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider -q -n 2 --dist loadfile --no-loadscope-reorder --ignore=tests/integration
 test: $(VENV)/.installed
-	$(PYTEST43) -m "not component"
+	$(PYTEST43) -m "not component and not slow"
 
 # Every test, what CI runs: the pyspark 4.3 suite with the component tests, then on pyspark 4.2
 # the real components (tests/integration: Kafka, delta-spark, a standalone cluster, the wheel on

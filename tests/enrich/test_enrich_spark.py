@@ -28,6 +28,7 @@ def profile(key):
     return None if key is None else value_of(key)
 
 
+@pytest.mark.slow
 def test_batch_equals_the_reference_within_cap_and_rate_and_keeps_input_order(spark, service):
     service.reset(latency_ms=150, fail_first={"u7": 1}, always_fail={"u13"})
     rows = [(i, f"u{i % 40}" if i % 17 else None) for i in range(300)]
@@ -100,6 +101,7 @@ class _Alerts(eventtime.Alerter):
         return result
 
 
+@pytest.mark.slow
 def test_stream_routes_failures_null_or_invalid_and_counts_them(spark, service, tmp_path):
     service.reset(latency_ms=5, slow_ms=3000, always_fail={"ghost"}, always_slow={"stuck"}, fail_first={"u1": 1})
     base = 1_700_000_040_000 - 1_700_000_040_000 % 60_000

@@ -195,6 +195,7 @@ def test_reading_does_not_abort_the_process_at_exit(late_table):
         assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_spark_reader_reads_the_snapshot_files(late_table, tmp_path, spark):
     copy = str(tmp_path / "copy")

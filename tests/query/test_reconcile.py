@@ -332,6 +332,7 @@ from hypothesis import strategies as st  # noqa: E402
 from property_tests.strategies import every_kind_scenarios  # noqa: E402
 
 
+@pytest.mark.slow
 @settings(max_examples=150, derandomize=True, deadline=None)
 @given(every_kind_scenarios(), st.sets(st.integers(0, 5)), st.sampled_from(["append", "upsert"]))
 def test_through_the_tables_random_streams_converge_to_the_bounded_run(tmp_path_factory, scenario, between, mode):

@@ -42,6 +42,7 @@ def _batches():
     return [on_time, *late]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", ["closed_port", "slow"])
 def test_unreachable_or_slow_sentry_costs_a_bounded_delay_and_loses_nothing(spark, tmp_path, caplog, server):
     source = tmp_path / "in"

@@ -147,6 +147,7 @@ def _with_records():
     return {**scenario, "batches": [*scenario["batches"], extra]}
 
 
+@pytest.mark.slow
 @settings(max_examples=4, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 @given(typed_scenarios(max_batches=3, max_records=6))
 @example(_with_records())

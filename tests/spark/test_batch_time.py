@@ -69,6 +69,7 @@ def test_far_future_check_uses_the_batch_timestamp_and_later_batches_compile_not
         assert compiled_after[0] > compiled_before, "the first batch compiled nothing: the metric does not count"
 
 
+@pytest.mark.slow
 def test_window_aggregate_later_batches_compile_nothing(spark, tmp_path, codegen):
     """The same through window_aggregate and route: the map side's fold filter, pushed down to
     the scan, reads the quarantine's bounds from its event time and its class alike (the batch

@@ -76,6 +76,7 @@ def _sorted(table: pa.Table) -> pa.Table:
     (eventtime.Sliding("2 minutes", "1 minute"), True),
     (eventtime.Session("10 seconds"), False),
 ])
+@pytest.mark.slow
 def test_split_in_the_tasks_gives_the_tables_to_arrow_gives(spark, window, large_types):
     split, split_metrics = _run(spark, window, through_to_arrow=False, large_types=large_types)
     whole, whole_metrics = _run(spark, window, through_to_arrow=True, large_types=large_types)

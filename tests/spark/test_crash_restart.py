@@ -32,7 +32,7 @@ import pytest
 
 from eventtime.ops.faults import FAULT_ENV
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 ROWS, BATCHES, SEED = 2400, 6, 11
 # When and by which batch a row was written differ between runs by design.

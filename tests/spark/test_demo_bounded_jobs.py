@@ -14,7 +14,7 @@ from eventtime.cli.demo import BOUNDED_JOBS, _config, bounded_job
 from eventtime.cli.demo_data import DemoStream, write_stream
 from eventtime.sinks import latest_panes
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def _ms(ts) -> int:

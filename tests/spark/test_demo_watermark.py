@@ -18,7 +18,7 @@ from eventtime.core.reference import Record, ReferenceEngine
 from eventtime.query.advise import advise
 from eventtime.query.advise_text import describe
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROWS, BATCHES = 4000, 8
 
 

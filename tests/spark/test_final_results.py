@@ -20,6 +20,7 @@ MIN = 60_000
 T0 = 1_700_000_040_000 - 1_700_000_040_000 % MIN
 
 
+@pytest.mark.slow
 def test_latest_panes_are_the_final_results_even_where_the_last_pane_was_late(spark, tmp_path):
     source = tmp_path / "in"
     source.mkdir()

@@ -82,6 +82,7 @@ def _with_row_at_20000(dropped):
     return batches
 
 
+@pytest.mark.slow
 def test_a_filter_spark_pushes_below_the_node_moves_with_it(spark):
     """Spark pushes a deterministic filter that does not read the event time below its watermark
     node: the rows it drops never moved the watermark, and still do not."""
@@ -94,6 +95,7 @@ def test_a_filter_spark_pushes_below_the_node_moves_with_it(spark):
     assert got[2]["watermark_ms"] == 8000
 
 
+@pytest.mark.slow
 def test_a_filter_spark_keeps_above_the_node_keeps_the_node_before_the_map_side(spark):
     """A filter that reads the event time stays above Spark's node: a row it drops moves the
     watermark, so the node stays before the map side."""
@@ -131,6 +133,7 @@ def _operator_input(runner: SparkTypedRunner) -> tuple[list[str], list[str]]:
     return [output.apply(i).name() for i in range(output.size())], sort_keys
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("aggregations", [PLAIN, AGGREGATIONS], ids=["fold-expression", "mapper"])
 def test_the_operator_input_is_shuffled_packed(spark, aggregations):
     """The watermark after the map side is the model's (invalid records do not move it,

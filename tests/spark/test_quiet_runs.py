@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 # Printed by the JVM for a module Spark's launcher always adds (the operator is Java now: no
 # transformWithState Python worker announces itself any more).

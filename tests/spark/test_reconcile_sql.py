@@ -19,7 +19,7 @@ import eventtime
 from eventtime.cli.demo_data import DEMO_SCHEMA_DDL, DemoStream, write_stream
 from eventtime.sinks import DeltaLateSink, DeltaResultsSink, latest_panes
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 STREAM = DemoStream(rows=3000, batches=8)
 SQL = {  # every kind of Spark aggregate function: imperative, typed imperative, declarative, a set

@@ -61,6 +61,7 @@ def test_spark_matches_transcript(spark, tmp_path, path):
     assert difference is None, f"{path.name}: {difference}"
 
 
+@pytest.mark.slow
 @settings(max_examples=3, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 @given(scenarios(max_batches=4, max_records=6))
 def test_spark_equals_reference_on_generated_scenarios(spark, scenario):
@@ -68,6 +69,7 @@ def test_spark_equals_reference_on_generated_scenarios(spark, scenario):
     assert difference is None, difference
 
 
+@pytest.mark.slow
 @settings(max_examples=2, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 @given(calendar_scenarios(max_batches=4, max_records=6))
 def test_spark_equals_reference_on_generated_calendar_scenarios(spark, scenario):
@@ -83,6 +85,7 @@ def test_spark_equals_reference_on_generated_session_scenarios(spark, scenario):
     assert difference is None, difference
 
 
+@pytest.mark.slow
 @settings(max_examples=4, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 @given(partition_scenarios(max_batches=5, max_records=6))
 def test_spark_equals_reference_on_generated_partition_scenarios(spark, scenario):

@@ -49,6 +49,7 @@ def _same(ours, spark) -> bool:
     return ours == spark
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), parts=st.integers(min_value=1, max_value=5), seed=st.integers(0, 2**31 - 1))
 def test_sql_aggregates_in_buffers_equal_spark_batch_agg(spark, data, parts, seed):
@@ -102,6 +103,7 @@ def _pane_id(pane: dict) -> tuple:
     return pane["key"], pane["window_start"], pane["window_end"], pane["timing"], pane["index"]
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(sc=typed_scenarios(max_batches=4, max_records=12).filter(_dense), session_gap_ms=st.sampled_from([None, None, 1500]))
 def test_each_pane_equals_spark_batch_agg_over_exactly_the_records_it_covers(spark, sc, session_gap_ms):
@@ -145,6 +147,7 @@ def test_each_pane_equals_spark_batch_agg_over_exactly_the_records_it_covers(spa
     print(f"panes compared with Spark's batch groupBy: {len(reference)} x {len(names)} aggregations, 0 different")
 
 
+@pytest.mark.slow
 @settings(max_examples=2, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(sc=typed_scenarios(max_batches=4, max_records=12).filter(_dense))
 def test_buffers_resume_from_the_checkpoint_after_a_restart(spark, sc):
@@ -317,6 +320,7 @@ def test_a_registered_java_aggregator_runs_in_windows_as_in_spark_batch_agg(spar
         assert len(got) > 20 and got == expected
 
 
+@pytest.mark.slow
 def test_sketches_on_large_windows_keep_to_their_documented_error_against_the_exact_value(spark):
     """approx_count_distinct (HyperLogLog++, relative standard deviation ``rsd``) and
     percentile_approx (rank error at most 1/accuracy) over windows of up to 200 k records, merged
@@ -370,6 +374,7 @@ def test_sketches_on_large_windows_keep_to_their_documented_error_against_the_ex
     print("sketch errors (max):", {name: round(max(e), 5) for name, e in errors.items()})
 
 
+@pytest.mark.slow
 @settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(sc=typed_scenarios(max_batches=4, max_records=12).filter(_dense), session_gap_ms=st.sampled_from([None, 1500]))
 def test_a_mergeable_pane_s_buffer_gives_back_its_value(spark, sc, session_gap_ms):

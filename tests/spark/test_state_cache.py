@@ -14,7 +14,7 @@ import pytest
 import eventtime
 from eventtime.spark.state_cache import CACHE_CONF, CACHE_FILE, StateCache
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 DAY0_MS = 1_714_521_600_000
 
 

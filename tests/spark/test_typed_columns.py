@@ -29,6 +29,7 @@ def _row(rid, ts, **values):
 # Real queries: no shrinking (each step would be a query); derandomize makes a failure reproducible.
 @settings(max_examples=6, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
           phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@pytest.mark.slow
 @given(typed_scenarios(max_batches=3, max_records=6))
 def test_typed_columns_equal_reference(spark, sc):
     difference = diff_typed(run_reference_typed(sc), run_spark_typed(sc, spark))
@@ -40,6 +41,7 @@ def test_typed_columns_equal_reference(spark, sc):
 # the driver. Both give the reference model's tables, value for value.
 @settings(max_examples=3, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
           phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@pytest.mark.slow
 @given(typed_scenarios(max_batches=3, max_records=6))
 def test_typed_columns_through_to_arrow_equal_reference(spark, sc):
     difference = diff_typed(run_reference_typed(sc), run_spark_typed(sc, spark, after=lambda out: out.select("*")))
@@ -61,6 +63,7 @@ VARIANTS = {
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @settings(max_examples=3, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
           phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@pytest.mark.slow
 @given(typed_scenarios(max_batches=3, max_records=6))
 def test_typed_rows_of_each_variant_equal_reference(spark, variant, sc):
     sc = {**sc, **VARIANTS[variant]}
